@@ -1,0 +1,43 @@
+# Everything a fresh machine needs (Python 3.11 and make) is installed from here.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: install demo test lint format system-deps browsers slurm-up slurm-down clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || { echo "Creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	@echo "Installing the project and its test dependencies into $(VENV) ..."
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet -e '.[test]'
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## make demo: migrate the embedded SQLite database, load the demo organisation, serve on :8000
+demo: install
+	@bash scripts/demo.sh
+
+## make test: the whole test suite (SQLite unless DATABASE_URL is set)
+test: install
+	SECRET_KEY=$${SECRET_KEY:-test-only-secret-key} $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+## Debian packages the browser tests need (run as root; .ci/run does it)
+browsers:
+	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+system-deps: browsers
+	@command -v docker-compose >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; }
+
+clean:
+	rm -rf $(VENV) var staticfiles test-artifacts .pytest_cache
