@@ -1,0 +1,121 @@
+"""The one small interface every backend implements (DESIGN 7).
+
+``observe()`` reads what the cluster says is true: nodes with health, and jobs with their states.
+``apply()`` pushes decisions. Applying the same action twice is harmless: an adapter checks the
+job's current state and does nothing when it is already there (idempotent by workload + attempt).
+External output (squeue JSON, Kubernetes objects, simulator rows) is parsed into these plain classes
+at the edge; nothing else in the codebase sees a backend's own format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend did not answer; the pass records BACKEND_UNAVAILABLE and changes nothing."""
+
+
+class JobState(StrEnum):
+    WAITING = "waiting"  # known to the backend, not started (held / suspended / queued for the portal)
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    NODE_FAILURE = "node_failure"
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedNode:
+    name: str
+    gpus: int
+    gpu_type: str
+    domain: str = "default"
+    healthy: bool = True
+    reason: str = ""  # why it is unhealthy, as the backend says it (e.g. "DRAIN: bad GPU")
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedJob:
+    """One job as the backend sees it. ``workload_id`` is set when the portal created or adopted it."""
+
+    ref: str  # the backend's own id (Slurm job id, Kubernetes namespace/name, simulator id)
+    state: JobState
+    workload_id: int | None = None
+    attempt: int = 0
+    nodes: tuple[str, ...] = ()
+    started_at: float | None = None
+    ended_at: float | None = None
+    # Fields a natively submitted job brings with it, for adoption as a workload:
+    account: str = ""  # allocation path or its backend name
+    user: str = ""
+    gpus: int = 0
+    gpus_per_node: int | None = None
+    min_runtime_s: float | None = None
+    resumable: bool | None = None
+    name: str = ""
+    gpu_utilisation: float | None = None  # mean busy % since the last observation, when reported
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    observed_at: float
+    nodes: tuple[ObservedNode, ...]
+    jobs: tuple[ObservedJob, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StartAction:
+    workload_id: int
+    ref: str
+    attempt: int
+    placement: tuple[tuple[str, int], ...]  # ((node, GPUs), ...)
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptAction:
+    workload_id: int
+    ref: str
+    attempt: int
+    requeue: bool  # True: back to waiting for the portal; False: end the job
+
+
+@dataclass(frozen=True, slots=True)
+class CancelAction:
+    workload_id: int
+    ref: str
+
+
+Action = StartAction | PreemptAction | CancelAction
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitRequest:
+    """A workload submitted through the portal's API, to be created in the backend (waiting)."""
+
+    workload_id: int
+    account: str
+    user: str
+    gpus: int
+    gpus_per_node: int | None
+    name: str
+    min_runtime_s: float
+    resumable: bool
+    max_runtime_s: float | None = None
+    metadata: dict = field(default_factory=dict)  # command / image, opaque to the portal
+
+
+class Backend(Protocol):
+    def observe(self) -> ClusterState:
+        """Read nodes and jobs. Raises BackendUnavailable when the backend does not answer."""
+        ...
+
+    def apply(self, actions: list[Action]) -> None:
+        """Push actions; idempotent. Raises BackendUnavailable when the backend does not answer."""
+        ...
+
+    def submit(self, request: SubmitRequest) -> str:
+        """Create a waiting job for a workload submitted through the API; returns its ref."""
+        ...

@@ -1,0 +1,35 @@
+"""The scheduler's policy: pure Python, no Django, no clock.
+
+Dataclasses in (``Snapshot``), decisions out (``Plan``). The live pass, the simulator and the
+what-if previews all call :func:`plan`, so a simulation is the real scheduler on a fake clock.
+"""
+
+from scheduling.policy.types import (
+    BudgetNodeSpec,
+    ClusterNodeSpec,
+    PendingReason,
+    PendingWorkload,
+    Plan,
+    PolicyConfig,
+    Preemption,
+    ReasonCode,
+    Reservation,
+    RunningWorkload,
+    Snapshot,
+    Start,
+)
+
+__all__ = [
+    "BudgetNodeSpec",
+    "ClusterNodeSpec",
+    "PendingReason",
+    "PendingWorkload",
+    "Plan",
+    "PolicyConfig",
+    "Preemption",
+    "ReasonCode",
+    "Reservation",
+    "RunningWorkload",
+    "Snapshot",
+    "Start",
+]
