@@ -1,0 +1,297 @@
+"""The Slurm backend: observe and apply through Slurm's CLI with JSON output. No policy here.
+
+Race-free control (README "Backends: Slurm and Kubernetes"):
+- Every job is held when it is submitted (the test cluster's job_submit.lua sets priority 0; the
+  portal's own submissions also pass --hold), so nothing starts until the portal admits it.
+- start: pin the placement (`scontrol update JobId=X NodeList=... StartTime=now`) and release.
+- preempt, resumable: `scontrol requeuehold X` (back to waiting for the portal, same job id);
+  preempt, not resumable: `scancel X` (Slurm sends SIGTERM, then SIGKILL after KillWait: the grace).
+- cancel: `scancel X`. Ended jobs (completed, failed, cancelled) are read from `squeue -t all`.
+Every command runs with a timeout; a controller that does not answer raises BackendUnavailable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+
+from .base import (
+    Action,
+    BackendUnavailable,
+    CancelAction,
+    ClusterState,
+    JobState,
+    ObservedJob,
+    ObservedNode,
+    PreemptAction,
+    StartAction,
+    SubmitRequest,
+)
+from .slurm_accounts import account_name, is_shortened, path_for_account
+from .slurm_parse import (
+    SlurmJob,
+    SlurmNode,
+    SlurmReportedError,
+    SlurmRun,
+    expand_hostlist,
+    parse_bool,
+    parse_comment,
+    parse_duration,
+    parse_sacct,
+    parse_sinfo,
+    parse_squeue,
+)
+
+logger = logging.getLogger(__name__)
+
+JOB_STATES = {
+    "PENDING": JobState.WAITING,
+    "REQUEUED": JobState.WAITING,
+    "REQUEUE_HOLD": JobState.WAITING,
+    "REQUEUE_FED": JobState.WAITING,
+    "CONFIGURING": JobState.RUNNING,
+    "RUNNING": JobState.RUNNING,
+    "COMPLETING": JobState.RUNNING,
+    "SUSPENDED": JobState.RUNNING,
+    "STOPPED": JobState.RUNNING,
+    "COMPLETED": JobState.COMPLETED,
+    "CANCELLED": JobState.CANCELLED,
+    "PREEMPTED": JobState.CANCELLED,
+    "FAILED": JobState.FAILED,
+    "TIMEOUT": JobState.FAILED,
+    "OUT_OF_MEMORY": JobState.FAILED,
+    "DEADLINE": JobState.FAILED,
+    "BOOT_FAIL": JobState.FAILED,
+    "NODE_FAIL": JobState.NODE_FAILURE,
+}
+ENDED = frozenset({JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED, JobState.NODE_FAILURE})
+# Words in a failed command's stderr that mean "the controller is not answering", not "bad request".
+UNREACHABLE_MARKERS = (
+    "unable to contact slurm controller",
+    "socket timed out",
+    "connection refused",
+    "zero bytes were transmitted",
+    "communication connection failure",
+    "slurm_persist_conn_open",
+    "unexpected message received",
+)
+
+
+class SlurmCommandError(RuntimeError):
+    """Slurm answered and refused the command (e.g. the job already ended)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmSettings:
+    """What a cluster's ``backend_settings`` may say about its Slurm (all optional)."""
+
+    slurm_conf: str | None = None  # path to slurm.conf; unset: Slurm's own default
+    timeout_s: float = 10.0  # per CLI call
+    gpu_type: str = "gpu"  # for nodes whose GRES is untyped (gpu:8 rather than gpu:a100:8)
+    default_min_runtime_s: float | None = None  # when a job's comment has no min_runtime
+    partition: str | None = None  # only observe jobs and nodes of this partition
+    workdir: str = "/tmp"  # working directory of jobs the portal submits
+
+    @classmethod
+    def from_mapping(cls, settings: dict, *, gpu_type: str = "gpu") -> SlurmSettings:
+        known = {name: settings[name] for name in cls.__slots__ if name in settings}
+        return cls(**{"gpu_type": gpu_type, **known})
+
+
+class SlurmCli:
+    """Runs Slurm commands with a timeout and the configured SLURM_CONF."""
+
+    def __init__(self, settings: SlurmSettings) -> None:
+        self.timeout_s = settings.timeout_s
+        self.env = {**os.environ, **({"SLURM_CONF": settings.slurm_conf} if settings.slurm_conf else {})}
+
+    def run(self, *args: str) -> str:
+        try:
+            done = subprocess.run(
+                args, capture_output=True, text=True, timeout=self.timeout_s, env=self.env, check=False
+            )
+        except subprocess.TimeoutExpired as error:
+            raise BackendUnavailable(f"{args[0]} did not answer within {self.timeout_s:g} s") from error
+        except FileNotFoundError as error:
+            raise BackendUnavailable(f"{args[0]} is not installed") from error
+        if done.returncode != 0:
+            raise _command_error(args, done.stderr.strip() or done.stdout.strip())
+        return done.stdout
+
+
+def _command_error(args: tuple[str, ...], message: str) -> Exception:
+    text = f"{' '.join(args[:3])}: {message}"
+    if any(marker in message.lower() for marker in UNREACHABLE_MARKERS):
+        return BackendUnavailable(text)
+    return SlurmCommandError(text)
+
+
+class SlurmBackend:
+    """observe / apply / submit against one Slurm cluster (see the module docstring)."""
+
+    name = "Slurm"
+
+    def __init__(self, settings: SlurmSettings | None = None, *, cli: SlurmCli | None = None) -> None:
+        self.settings = settings or SlurmSettings()
+        self.cli = cli or SlurmCli(self.settings)
+        self._account_paths: dict[str, str] = {}
+
+    @classmethod
+    def for_cluster(cls, cluster) -> SlurmBackend:  # noqa: ANN001 - scheduling.models.Cluster
+        return cls(SlurmSettings.from_mapping(cluster.backend_settings or {}, gpu_type=cluster.gpu_type))
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def nodes(self) -> tuple[SlurmNode, ...]:
+        args = ["sinfo", "--json"] + (["-p", self.settings.partition] if self.settings.partition else [])
+        return _parsed(parse_sinfo, self.cli.run(*args))
+
+    def jobs(self) -> tuple[SlurmJob, ...]:
+        """Pending, running and recently ended jobs (ended ones stay for slurm.conf's MinJobAge)."""
+        args = ["squeue", "--json", "-a", "-t", "all"]
+        args += ["-p", self.settings.partition] if self.settings.partition else []
+        return _parsed(parse_squeue, self.cli.run(*args))
+
+    def runs(self, *, since: float) -> tuple[SlurmRun, ...]:
+        """Accounting rows (one per run, requeues included) of jobs active since ``since``."""
+        start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(since))
+        return _parsed(parse_sacct, self.cli.run("sacct", "--json", "-X", "-D", "-S", start))
+
+    def observe(self) -> ClusterState:
+        nodes = tuple(self.observed_node(node) for node in self.nodes())
+        jobs = self.jobs()
+        self._learn_shortened_accounts(jobs)
+        return ClusterState(observed_at=time.time(), nodes=nodes, jobs=tuple(map(self.observed_job, jobs)))
+
+    def observed_node(self, node: SlurmNode) -> ObservedNode:
+        return ObservedNode(
+            name=node.name,
+            gpus=node.gpus,
+            gpu_type=node.gpu_type or self.settings.gpu_type,
+            healthy=node.healthy,
+            reason=node.health_reason,
+        )
+
+    def observed_job(self, job: SlurmJob) -> ObservedJob:
+        state = JOB_STATES.get(job.state, JobState.WAITING)
+        ran = state is JobState.RUNNING or (state in ENDED and bool(job.nodes))
+        keys = parse_comment(job.comment)
+        workload = keys.get("workload", "")
+        return ObservedJob(
+            ref=str(job.job_id),
+            state=state,
+            workload_id=int(workload) if workload.isdigit() else None,
+            attempt=job.restarts,
+            nodes=expand_hostlist(job.nodes) if ran else (),
+            started_at=job.started_at if ran else None,
+            ended_at=job.ended_at if state in ENDED else None,
+            account=path_for_account(job.account, self._account_paths),
+            user=keys.get("user") or job.user,
+            gpus=job.gpus,
+            gpus_per_node=job.gpus_per_node or (job.gpus // job.node_count if job.node_count > 1 else None),
+            min_runtime_s=self.min_runtime_s(keys),
+            resumable=self.resumable(job, keys),
+            name=job.name,
+        )
+
+    def min_runtime_s(self, keys: dict[str, str]) -> float | None:
+        """`min_runtime=2h` in the job's comment, else the cluster default."""
+        declared = parse_duration(keys.get("min_runtime", ""))
+        return declared if declared is not None else self.settings.default_min_runtime_s
+
+    @staticmethod
+    def resumable(job: SlurmJob, keys: dict[str, str]) -> bool:
+        """`resumable=yes|no` in the comment, else the job's --requeue flag (slurm.conf JobRequeue)."""
+        declared = parse_bool(keys.get("resumable", ""))
+        return declared if declared is not None else job.requeue
+
+    def _learn_shortened_accounts(self, jobs: tuple[SlurmJob, ...]) -> None:
+        unknown = {job.account for job in jobs if is_shortened(job.account)} - set(self._account_paths)
+        if not unknown:
+            return
+        listing = self.cli.run("sacctmgr", "-n", "-P", "show", "account", "format=account,description")
+        for line in listing.splitlines():
+            name, _, description = line.partition("|")
+            self._account_paths[name] = description
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def apply(self, actions: list[Action]) -> None:
+        """Push actions in order; each checks the job's current state first (idempotent)."""
+        if not actions:
+            return
+        current = {str(job.job_id): job for job in self.jobs()}
+        for action in actions:
+            job = current.get(action.ref)
+            if job is None:
+                logger.warning("Slurm job %s is gone; skipping %s", action.ref, type(action).__name__)
+                continue
+            try:
+                self._apply_one(action, job)
+            except SlurmCommandError as error:
+                logger.warning("Slurm refused %s on job %s: %s", type(action).__name__, action.ref, error)
+
+    def _apply_one(self, action: Action, job: SlurmJob) -> None:
+        state = JOB_STATES.get(job.state, JobState.WAITING)
+        if state in ENDED:
+            return
+        if isinstance(action, StartAction):
+            if state is JobState.WAITING:
+                self.start(job, action.placement)
+        elif isinstance(action, PreemptAction) and action.requeue:
+            if state is JobState.RUNNING:
+                self.cli.run("scontrol", "requeuehold", str(job.job_id))
+        elif isinstance(action, PreemptAction | CancelAction):
+            self.cli.run("scancel", str(job.job_id))
+
+    def start(self, job: SlurmJob, placement: tuple[tuple[str, int], ...]) -> None:
+        """Pin the job to the placement's nodes, make it eligible now, and release it."""
+        nodes = sorted(node for node, _gpus in placement)
+        update = ["scontrol", "update", f"JobId={job.job_id}", f"NodeList={','.join(nodes)}", "StartTime=now"]
+        if len(nodes) != job.node_count:
+            update.append(f"NumNodes={len(nodes)}")
+        if self.resumable(job, parse_comment(job.comment)) and not job.requeue:
+            update.append("Requeue=1")  # the comment says resumable: let requeuehold work on it
+        self.cli.run(*update)
+        if job.held:
+            self.cli.run("scontrol", "release", str(job.job_id))
+
+    def submit(self, request: SubmitRequest) -> str:
+        """sbatch a held job for a workload submitted through the portal's API; returns the job id."""
+        output = self.cli.run("sbatch", "--parsable", *self.sbatch_arguments(request))
+        return output.strip().split(";")[0]
+
+    def sbatch_arguments(self, request: SubmitRequest) -> list[str]:
+        comment = (
+            f"workload={request.workload_id},user={request.user},"
+            f"min_runtime={int(request.min_runtime_s)}s,resumable={'yes' if request.resumable else 'no'}"
+        )
+        arguments = [
+            "--hold",
+            f"--account={account_name(request.account)}",
+            f"--job-name={request.name or f'workload-{request.workload_id}'}",
+            f"--comment={comment}",
+            "--requeue" if request.resumable else "--no-requeue",
+            f"--chdir={request.metadata.get('workdir', self.settings.workdir)}",
+            "--output=/dev/null",
+        ]
+        arguments += _gpu_arguments(request)
+        if request.max_runtime_s:
+            arguments.append(f"--time={max(1, round(request.max_runtime_s / 60))}")
+        return [*arguments, f"--wrap={request.metadata.get('command', 'sleep infinity')}"]
+
+
+def _parsed(parse, text: str):  # noqa: ANN001, ANN202 - one of the slurm_parse.parse_* functions
+    try:
+        return parse(text)
+    except SlurmReportedError as error:
+        raise BackendUnavailable(str(error)) from error
+
+
+def _gpu_arguments(request: SubmitRequest) -> list[str]:
+    if request.gpus_per_node and request.gpus > request.gpus_per_node:
+        return [f"--nodes={request.gpus // request.gpus_per_node}", f"--gres=gpu:{request.gpus_per_node}"]
+    return ["--nodes=1", f"--gres=gpu:{request.gpus}"]
