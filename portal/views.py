@@ -3,10 +3,16 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from budgets import selectors
+
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "portal/home.html", {})
+    context = {
+        "memberships": selectors.memberships_of(user=request.user),
+        "clusters": list(selectors.cluster_list()),
+    }
+    return render(request, "portal/home.html", context)
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

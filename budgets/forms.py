@@ -1,0 +1,45 @@
+"""Forms of the tree editor. They only parse input; the services hold the rules and their errors
+are put back on the form's fields with ``apply_service_errors``."""
+
+from __future__ import annotations
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from budgets.selectors import TreeRow
+
+
+class NameForm(forms.Form):
+    """Used both to add a child and to rename a node."""
+
+    name = forms.CharField(max_length=100, strip=True)
+
+
+class AllocationForm(forms.Form):
+    # A CharField so the service gives the same message on a page as on the API for "abc" or "-3".
+    gpus = forms.CharField(
+        label="GPUs", max_length=20, widget=forms.TextInput(attrs={"inputmode": "decimal"})
+    )
+    reason = forms.CharField(max_length=500, required=False)
+
+
+class MoveForm(forms.Form):
+    # The select offers only valid targets, but a crafted id is still checked by the access getter
+    # (403) and the service (cycle), so the field is a plain integer.
+    parent = forms.IntegerField(label="New parent", widget=forms.Select)
+
+    def __init__(self, *args: object, targets: list[TreeRow], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["parent"].widget.choices = [("", "Choose a parent…")] + [
+            (row.node.pk, "\u2003" * row.depth + row.node.name) for row in targets
+        ]
+
+
+class ArchiveForm(forms.Form):
+    reason = forms.CharField(max_length=500, required=False)
+
+
+def apply_service_errors(form: forms.Form, error: ValidationError) -> None:
+    """Attach a service's field errors to the form (unknown fields become non-field errors)."""
+    for field, messages in error.message_dict.items():
+        form.add_error(field if field in form.fields else None, messages)

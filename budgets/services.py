@@ -1,0 +1,194 @@
+"""Writes to the budget tree. Every service runs in one transaction and records a BudgetChange row
+for each real change, and only for real changes (renaming a node to its own name writes nothing).
+
+Services validate the business rules (unique sibling names, no cycles, non-negative GPUs, a reason
+for every budget change) and raise ``django.core.exceptions.ValidationError`` keyed by field name, so
+a form or a serializer can show the message next to the field. Permissions are not checked here:
+callers fetch nodes through ``budgets.selectors.budget_node_for_user`` first.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils.text import slugify
+
+from budgets.models import Allocation, BudgetChange, BudgetNode
+from scheduling.models import Cluster
+
+MAX_GPUS = Decimal("99999999.99")  # what Allocation.gpus (10 digits, 2 decimals) can hold
+
+
+def node_create(*, actor: AbstractBaseUser | None, parent: BudgetNode | None, name: str) -> BudgetNode:
+    """Create a budget node under ``parent`` (a root when None) and record its creation."""
+    name, slug = _clean_name(name)
+    if parent is not None and parent.archived:
+        raise ValidationError({"name": "The parent is archived; it cannot have new children."})
+    with transaction.atomic():
+        _refuse_sibling_clash(parent=parent, slug=slug, name=name)
+        path = f"{parent.path}/{slug}" if parent else slug
+        node = BudgetNode.objects.create(name=name, slug=slug, parent=parent, path=path)
+        _record(node=node, actor=actor, field="created", old="", new=path)
+    return node
+
+
+def node_rename(*, actor: AbstractBaseUser | None, node: BudgetNode, name: str) -> BudgetNode:
+    """Rename a node; its slug, and the path of its whole subtree, follow the new name."""
+    name, slug = _clean_name(name)
+    if name == node.name:
+        return node
+    with transaction.atomic():
+        _refuse_sibling_clash(parent=node.parent, slug=slug, name=name, exclude=node)
+        _record(node=node, actor=actor, field="name", old=node.name, new=name)
+        node.name = name
+        node.slug = slug
+        node.save(update_fields=["name", "slug"])
+        _repath_subtree(node=node, new_path=_join(node.parent, slug))
+    return node
+
+
+def node_move(*, actor: AbstractBaseUser | None, node: BudgetNode, parent: BudgetNode) -> BudgetNode:
+    """Move a node (with its subtree) under another parent; never under itself or a descendant."""
+    if parent.pk == node.parent_id:
+        return node
+    if parent.pk == node.pk or parent.path.startswith(node.path + "/"):
+        raise ValidationError({"parent": "A node cannot move under itself or one of its descendants."})
+    if parent.archived:
+        raise ValidationError({"parent": "The new parent is archived."})
+    with transaction.atomic():
+        _refuse_sibling_clash(parent=parent, slug=node.slug, name=node.name, exclude=node)
+        old_parent_path = node.parent.path if node.parent else ""
+        _record(node=node, actor=actor, field="parent", old=old_parent_path, new=parent.path)
+        node.parent = parent
+        node.save(update_fields=["parent"])
+        _repath_subtree(node=node, new_path=_join(parent, node.slug))
+    return node
+
+
+def node_archive(*, actor: AbstractBaseUser | None, node: BudgetNode, reason: str = "") -> int:
+    """Archive a node and every live node below it; returns how many nodes were archived.
+
+    Archived nodes leave the tree editor and fund nothing; their history stays.
+    """
+    with transaction.atomic():
+        subtree = list(
+            BudgetNode.objects.select_for_update()
+            .filter(archived=False, path__startswith=node.path + "/")
+            .order_by("path")
+        )
+        targets = ([node] if not node.archived else []) + subtree
+        for target in targets:
+            target.archived = True
+            _record(node=target, actor=actor, field="archived", old="no", new="yes", reason=reason)
+        BudgetNode.objects.filter(pk__in=[target.pk for target in targets]).update(archived=True)
+    return len(targets)
+
+
+def allocation_set(
+    *, actor: AbstractBaseUser | None, node: BudgetNode, cluster: Cluster, gpus: Decimal | str, reason: str
+) -> Allocation:
+    """Set a node's allocation on a cluster to ``gpus`` (>= 0, two decimals); a reason is required."""
+    errors = {}
+    amount = _parse_gpus(gpus, errors)
+    reason = (reason or "").strip()
+    if not reason:
+        errors["reason"] = "Say briefly why the budget changes."
+    if node.archived:
+        errors["gpus"] = "This node is archived; it cannot be funded."
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        allocation, _ = Allocation.objects.select_for_update().get_or_create(node=node, cluster=cluster)
+        if allocation.gpus == amount:
+            return allocation
+        old = allocation.gpus
+        allocation.gpus = amount
+        allocation.save(update_fields=["gpus", "updated_at"])
+        _record(node=node, actor=actor, field="gpus", old=old, new=amount, reason=reason, cluster=cluster)
+    return allocation
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _clean_name(name: str) -> tuple[str, str]:
+    name = " ".join((name or "").split())
+    slug = slugify(name)
+    if not name:
+        raise ValidationError({"name": "Give the node a name."})
+    if len(name) > 100:
+        raise ValidationError({"name": "Keep the name under 100 characters."})
+    if not slug:
+        raise ValidationError({"name": "The name needs at least one letter or digit."})
+    return name, slug
+
+
+def _refuse_sibling_clash(
+    *, parent: BudgetNode | None, slug: str, name: str, exclude: BudgetNode | None = None
+) -> None:
+    """Sibling names must differ (as slugs, so "Vision" and "vision" clash; archived siblings count)."""
+    siblings = BudgetNode.objects.filter(parent=parent, slug=slug)
+    if exclude is not None:
+        siblings = siblings.exclude(pk=exclude.pk)
+    if siblings.exists():
+        where = f"under {parent.name}" if parent else "at the top level"
+        raise ValidationError({"name": f"A node named {name!r} already exists {where}."})
+
+
+def _join(parent: BudgetNode | None, slug: str) -> str:
+    return f"{parent.path}/{slug}" if parent else slug
+
+
+def _repath_subtree(*, node: BudgetNode, new_path: str) -> None:
+    """Rewrite ``path`` for the node and all its descendants (two queries whatever the size)."""
+    old_path = node.path
+    if old_path == new_path:
+        return
+    descendants = list(BudgetNode.objects.filter(path__startswith=old_path + "/"))
+    for descendant in descendants:
+        descendant.path = new_path + descendant.path[len(old_path) :]
+    node.path = new_path
+    BudgetNode.objects.bulk_update([node, *descendants], ["path"])
+
+
+def _parse_gpus(value: Decimal | str, errors: dict[str, str]) -> Decimal:
+    try:
+        amount = Decimal(str(value).strip())
+    except (InvalidOperation, ValueError):
+        errors["gpus"] = "Enter a number of GPUs, e.g. 24 or 12.5."
+        return Decimal(0)
+    if not amount.is_finite():
+        errors["gpus"] = "Enter a number of GPUs, e.g. 24 or 12.5."
+    elif amount < 0:
+        errors["gpus"] = "GPUs cannot be negative."
+    elif amount > MAX_GPUS:
+        errors["gpus"] = "That is more GPUs than any cluster holds."
+    elif amount != amount.quantize(Decimal("0.01")):
+        errors["gpus"] = "Use at most two decimals."
+    else:
+        return amount.quantize(Decimal("0.01"))
+    return Decimal(0)
+
+
+def _record(
+    *,
+    node: BudgetNode,
+    actor: AbstractBaseUser | None,
+    field: str,
+    old: object,
+    new: object,
+    reason: str = "",
+    cluster: Cluster | None = None,
+) -> BudgetChange:
+    return BudgetChange.objects.create(
+        node=node,
+        actor=actor,
+        field=field,
+        old_value=str(old),
+        new_value=str(new),
+        reason=reason,
+        cluster=cluster,
+    )
