@@ -4,6 +4,7 @@ Dataclasses in (``Snapshot``), decisions out (``Plan``). The live pass, the simu
 what-if previews all call :func:`plan`, so a simulation is the real scheduler on a fake clock.
 """
 
+from scheduling.policy.planner import plan
 from scheduling.policy.types import (
     BudgetNodeSpec,
     ClusterNodeSpec,
@@ -18,6 +19,7 @@ from scheduling.policy.types import (
     Snapshot,
     Start,
 )
+from scheduling.policy.usage import decayed_usage, usage_in_window
 
 __all__ = [
     "BudgetNodeSpec",
@@ -32,4 +34,7 @@ __all__ = [
     "RunningWorkload",
     "Snapshot",
     "Start",
+    "decayed_usage",
+    "plan",
+    "usage_in_window",
 ]

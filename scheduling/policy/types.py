@@ -70,6 +70,7 @@ class RunningWorkload:
     workload_class: str = "batch"
     expected_end: float | None = None  # started_at + declared max runtime, when declared
     submitted_at: float = 0.0
+    priority: int = 0  # only read by the "priority" ordering: a strictly higher class may preempt it
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,493 @@
+"""``plan()``: one scheduling pass over a snapshot (DESIGN 5, phases 3 to 7), each phase timed.
+
+1. Rank: order pending work (Fair Tree, or static priority / FIFO for the simulator's comparisons).
+2. Admit: walk the order; place each workload (placement.py); a funded workload that does not fit
+   may preempt (preemption.py); the best-ranked workload that still cannot start reserves the nodes
+   that free up earliest (reservation.py) and later work only backfills them when it cannot delay it.
+3. Explain: every workload still pending gets one reason, its position and an estimated start.
+
+Deterministic: the pending queue is sorted by (submitted_at, id), every choice ends in a tie-break
+on names or ids, and nothing reads a clock or a random source except the timers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from operator import attrgetter
+from types import MappingProxyType
+
+from scheduling.policy import reasons
+from scheduling.policy.placement import FreeIndex, Shape
+from scheduling.policy.preemption import choose_victims
+from scheduling.policy.queues import FairShareQueue, StaticQueue, priority_key, submit_key
+from scheduling.policy.ranking import FairTree
+from scheduling.policy.reservation import INFINITE, ReleaseProfile
+from scheduling.policy.types import (
+    PendingWorkload,
+    Placement,
+    Plan,
+    PolicyConfig,
+    Preemption,
+    Reservation,
+    RunningWorkload,
+    Snapshot,
+    Start,
+)
+
+_SUBMIT_ORDER = attrgetter("submitted_at", "id")
+
+
+def plan(snapshot: Snapshot, now: float, config: PolicyConfig) -> Plan:
+    """Decide starts, preemptions and reservations for one pass, and explain what stays pending."""
+    if not snapshot.backend_available:
+        return _backend_unavailable(snapshot, now)
+    return _Pass(snapshot, now, config).run()
+
+
+def _backend_unavailable(snapshot: Snapshot, now: float) -> Plan:
+    outcome = reasons.backend_unavailable(snapshot.backend_name, snapshot.backend_error_at, now)
+    pending = sorted(snapshot.pending, key=_SUBMIT_ORDER)
+    explained = tuple(reasons.make_reason(w.id, outcome, i) for i, w in enumerate(pending, 1))
+    return Plan((), (), (), explained, MappingProxyType({}), MappingProxyType({}))
+
+
+class _Pass:
+    """The mutable state of one pass; ``run`` is the only entry."""
+
+    def __init__(self, snapshot: Snapshot, now: float, config: PolicyConfig) -> None:
+        self.snapshot, self.now, self.config = snapshot, now, config
+        self.fairshare = config.ordering == "fairshare"
+        self.charge_s = config.projected_charge_s if self.fairshare else 0.0
+        self.timings: dict[str, float] = {}
+        self.starts: list[Start] = []
+        self.preemptions: list[Preemption] = []
+        self.reservation: Reservation | None = None
+        self.reserved_workload: PendingWorkload | None = None
+        self.blocked: list[tuple[PendingWorkload, tuple]] = []  # walk order, with an outcome key
+        self.outcomes: dict[tuple, reasons.Outcome] = {}
+        self.no_fit: set[Shape] = set()
+        self.no_fit_reserved: set[Shape] = set()
+        self.no_preempt: dict[tuple, tuple | None] = {}
+        self.feasible: dict[Shape, bool] = {}
+        self.fit_at_start: dict[Shape, bool] = {}
+
+    # -- phases --------------------------------------------------------------------------------
+    def run(self) -> Plan:
+        self._timed("rank", self._rank)
+        self._timed("index", self._index)
+        self._timed("admit", self._admit)
+        self.timings["admit"] -= self.timings.get("preempt", 0.0) + self.timings.get("reserve", 0.0)
+        explained = self._timed("explain", self._explain)
+        return Plan(
+            starts=tuple(self.starts),
+            preemptions=tuple(self.preemptions),
+            reservations=(self.reservation,) if self.reservation else (),
+            reasons=explained,
+            fair_share=MappingProxyType(self.tree.base_ratio),
+            timings_ms=MappingProxyType({k: round(v * 1000.0, 3) for k, v in self.timings.items()}),
+        )
+
+    def _timed(self, phase: str, step: Callable):
+        started = time.perf_counter()
+        try:
+            return step()
+        finally:
+            self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - started
+
+    def _rank(self) -> None:
+        snapshot = self.snapshot
+        pending = sorted(snapshot.pending, key=_SUBMIT_ORDER)
+        self.held = [w for w in pending if w.held]
+        active = [w for w in pending if not w.held] if self.held else pending
+        allocations = {w.allocation for w in pending} | {w.allocation for w in snapshot.running}
+        self.tree = FairTree(snapshot.tree, snapshot.usage, snapshot.user_usage, allocations)
+        if self.fairshare:
+            self.tree.charge_running(snapshot.running, self.now, self.charge_s)
+            funded = self.tree.funded
+            self.queues = [
+                FairShareQueue(self.tree, [w for w in active if w.allocation in funded]),
+                FairShareQueue(self.tree, [w for w in active if w.allocation not in funded]),
+            ]
+        else:
+            key = priority_key if self.config.ordering == "priority" else submit_key
+            self.queues = [StaticQueue(active, key)]
+
+    def _index(self) -> None:
+        healthy = [node for node in self.snapshot.nodes if node.healthy]
+        self.index = FreeIndex(healthy)
+        self.reserved = FreeIndex()
+        self.occupants: dict[str, list[RunningWorkload]] = {}
+        self.candidates: dict[str, list[RunningWorkload]] = {}  # allocation -> possible victims
+        self.used: dict[str, int] = dict.fromkeys(self.tree.limit, 0)
+        for workload in self.snapshot.running:
+            self._occupy(workload)
+            if workload.started_at < self.now:  # never preempt work at the instant it starts
+                self.candidates.setdefault(workload.allocation, []).append(workload)
+        self.sizes = {}
+        for node in healthy:
+            self.sizes.setdefault(node.gpu_type, []).append(node.gpus)
+        self.initial_free = dict(self.index.free)
+
+    def _occupy(self, workload: RunningWorkload) -> None:
+        for name, gpus in workload.placement:
+            self.occupants.setdefault(name, []).append(workload)
+            if name in self.index.free:
+                self.index._set(name, max(0, self.index.free[name] - gpus))
+        for path in self.tree.ancestors.get(workload.allocation, ()):
+            if path in self.used:
+                self.used[path] += workload.gpus
+
+    # -- admit ---------------------------------------------------------------------------------
+    def _admit(self) -> None:
+        for queue in self.queues:
+            while (workload := queue.pop()) is not None:
+                if self._consider(workload):
+                    queue.charged()
+
+    def _consider(self, workload: PendingWorkload) -> bool:
+        """Start ``workload`` (possibly by preempting) or record why it waits; True if it started."""
+        shape = (workload.gpus, workload.gpus_per_node, workload.gpu_type)
+        if not self._feasible(shape):
+            return self._wait(workload, ("none", shape))
+        limited = self._limit_reached(workload)
+        if limited is not None:
+            return self._wait(workload, ("limit", limited))
+        backfill = self._may_backfill(workload)
+        placed = self._place(shape, backfill)
+        if placed is not None:
+            self._start(workload, *placed)
+            return True
+        protected = None
+        if self._may_preempt(workload):
+            done, protected = self._timed("preempt", lambda: self._preempt(workload, shape))
+            if done:
+                return True
+        if self.reservation is None and self.config.reservation and self._may_preempt_or_fifo(workload):
+            self._timed("reserve", lambda: self._reserve(workload, shape))
+        return self._wait(workload, self._blocked_key(workload, shape, backfill, protected))
+
+    def _wait(self, workload: PendingWorkload, key: tuple) -> bool:
+        self.blocked.append((workload, key))
+        return False
+
+    def _feasible(self, shape: Shape) -> bool:
+        known = self.feasible.get(shape)
+        if known is None:
+            known = self.feasible[shape] = _fits_inventory(shape, self.sizes)
+        return known
+
+    def _limit_reached(self, workload: PendingWorkload) -> str | None:
+        for path in self.tree.ancestors.get(workload.allocation, ()):
+            limit = self.tree.limit.get(path)
+            if limit is not None and self.used[path] + workload.gpus > limit:
+                return path
+        return None
+
+    def _funded(self, workload: PendingWorkload | RunningWorkload) -> bool:
+        return workload.allocation in self.tree.funded
+
+    def _protects(self, workload: PendingWorkload) -> bool:
+        return self.config.contract and workload.min_runtime_s > 0 and self._funded(workload)
+
+    def _may_backfill(self, workload: PendingWorkload) -> bool:
+        """May use reserved nodes: it cannot delay the reservation (it ends first or is preemptible)."""
+        if self.reservation is None or not self._protects(workload):
+            return True
+        start_at = self.reservation.start_at or INFINITE
+        runtime = workload.max_runtime_s
+        return runtime is not None and self.now + runtime <= start_at
+
+    def _place(self, shape: Shape, backfill: bool) -> tuple[Placement, FreeIndex] | None:
+        for index, memo, allowed in (
+            (self.index, self.no_fit, True),
+            (self.reserved, self.no_fit_reserved, backfill),
+        ):
+            if allowed and shape not in memo:
+                placement = index.place(shape)
+                if placement is not None:
+                    return placement, index
+                memo.add(shape)
+        return None
+
+    def _start(self, workload: PendingWorkload, placement: Placement, index: FreeIndex) -> None:
+        index.take(placement)
+        funded = self._funded(workload)
+        protected_until = self.now
+        if self._protects(workload):
+            protected_until = self.now + min(workload.min_runtime_s, self.config.min_runtime_cap_s)
+        self.starts.append(Start(workload.id, placement, protected_until, funded))
+        runtime = workload.max_runtime_s
+        self._occupy_new(
+            RunningWorkload(
+                id=workload.id,
+                allocation=workload.allocation,
+                user=workload.user,
+                gpus=workload.gpus,
+                placement=placement,
+                started_at=self.now,
+                protected_until=protected_until,
+                resumable=workload.resumable,
+                funded=funded,
+                workload_class=workload.workload_class,
+                expected_end=None if runtime is None else self.now + runtime,
+                submitted_at=workload.submitted_at,
+                priority=workload.priority,
+            )
+        )
+        if self.charge_s:
+            self.tree.charge(workload.allocation, workload.user, workload.gpus * self.charge_s)
+
+    def _occupy_new(self, workload: RunningWorkload) -> None:
+        for name, _ in workload.placement:
+            self.occupants.setdefault(name, []).append(workload)
+        for path in self.tree.ancestors.get(workload.allocation, ()):
+            if path in self.used:
+                self.used[path] += workload.gpus
+
+    # -- preempt -------------------------------------------------------------------------------
+    def _may_preempt(self, workload: PendingWorkload) -> bool:
+        if not self.config.preemption or self.config.ordering == "fifo":
+            return False
+        return self.config.ordering == "priority" or self._funded(workload)
+
+    def _may_preempt_or_fifo(self, workload: PendingWorkload) -> bool:
+        return not self.fairshare or self._funded(workload)
+
+    def _preempt(self, workload: PendingWorkload, shape: Shape) -> tuple[bool, tuple | None]:
+        memo_key = (shape, workload.allocation, workload.user, workload.priority)
+        if memo_key in self.no_preempt:
+            return False, self.no_preempt[memo_key]
+        eligible, protected = self._victim_candidates(workload)
+        key = self._victim_key()
+        choice = choose_victims(shape, self.index, self.occupants, eligible, key) if eligible else None
+        if choice is None:
+            blocked_by = None
+            if protected:
+                wider = choose_victims(shape, self.index, self.occupants, eligible + protected, key)
+                if wider is not None:
+                    blocked_by = ("protected", max(victim.protected_until for victim in wider[1]))
+            self.no_preempt[memo_key] = blocked_by
+            return False, blocked_by
+        placement, victims = choice
+        for victim in victims:
+            self._evict(victim, workload)
+        self._start(workload, placement, self.index)
+        return True, None
+
+    def _victim_candidates(self, workload: PendingWorkload) -> tuple[list, list]:
+        """(eligible now, eligible but protected) running workloads ``workload`` may preempt."""
+        allowed = self._allowed_victim_test(workload)
+        now, contract = self.now, self.config.contract
+        eligible: list[RunningWorkload] = []
+        protected: list[RunningWorkload] = []
+        for running in self.candidates.values():
+            for victim in running:
+                if not allowed(victim):
+                    continue
+                if contract and victim.funded and victim.protected_until > now:
+                    protected.append(victim)
+                else:
+                    eligible.append(victim)
+        return eligible, protected
+
+    def _allowed_victim_test(self, workload: PendingWorkload) -> Callable[[RunningWorkload], bool]:
+        if not self.fairshare:
+            return lambda victim: victim.priority < workload.priority
+        tree, charge = self.tree, workload.gpus * self.charge_s
+        tree.charge(workload.allocation, workload.user, charge)
+        try:
+            ranks_below = {
+                allocation: tree.ranks_at_or_below(allocation, workload.allocation)
+                for allocation, running in self.candidates.items()
+                if running
+            }
+            preemptor_user = tree.user_key(workload.allocation, workload.user)
+            user_usage = {
+                victim.user: tree.user_key(workload.allocation, victim.user)
+                for victim in self.candidates.get(workload.allocation, ())
+            }
+        finally:
+            tree.charge(workload.allocation, workload.user, -charge)
+        return lambda victim: (
+            (not victim.funded)
+            or (
+                ranks_below[victim.allocation]
+                and (
+                    victim.allocation != workload.allocation
+                    or (victim.user != workload.user and user_usage[victim.user] >= preemptor_user)
+                )
+            )
+        )
+
+    def _victim_key(self) -> Callable[[RunningWorkload], tuple]:
+        now = self.now
+        if not self.fairshare:
+            return lambda v: (v.priority, 0.0 if v.resumable else v.gpus * (now - v.started_at), v.id)
+        over_served: dict[str, float] = {}
+
+        def key(victim: RunningWorkload) -> tuple:
+            ratio = over_served.get(victim.allocation)
+            if ratio is None:
+                ratio = over_served[victim.allocation] = self._global_ratio(victim.allocation)
+            lost = 0.0 if victim.resumable else victim.gpus * (now - victim.started_at)
+            return (victim.funded, -ratio, lost, victim.id)
+
+        return key
+
+    def _global_ratio(self, allocation: str) -> float:
+        ratio = 1.0
+        for path in self.tree.ancestors.get(allocation, ()):
+            ratio *= self.tree.level_ratio(path)
+        return ratio
+
+    def _evict(self, victim: RunningWorkload, preemptor: PendingWorkload) -> None:
+        why = "unfunded work yields to funded work" if not victim.funded else "rebalancing toward fair share"
+        if not self.fairshare:
+            why = "a higher priority class needs the GPUs"
+        self.preemptions.append(Preemption(victim.id, victim.resumable, preemptor.id, why))
+        self.index.give(victim.placement)
+        self.reserved.give(victim.placement)
+        for name, _ in victim.placement:
+            self.occupants[name].remove(victim)
+        self.candidates[victim.allocation].remove(victim)
+        for path in self.tree.ancestors.get(victim.allocation, ()):
+            if path in self.used:
+                self.used[path] -= victim.gpus
+        if self.charge_s:
+            owed = victim.gpus * max(0.0, self.charge_s - (self.now - victim.started_at))
+            self.tree.charge(victim.allocation, victim.user, -owed)
+        self.no_fit.clear()
+        self.no_fit_reserved.clear()
+        self.no_preempt.clear()
+
+    # -- reserve -------------------------------------------------------------------------------
+    def _reserve(self, workload: PendingWorkload, shape: Shape) -> None:
+        healthy = [node for node in self.snapshot.nodes if node.name in self.index.free]
+        profile = ReleaseProfile(healthy, self.index.free, self.occupants, self.now)
+        start_at, names = profile.earliest(shape)
+        if not names:
+            return
+        self.reservation = Reservation(workload.id, names, start_at)
+        self.reserved_workload = workload
+        for name in names:
+            spec = self.index.spec[name]
+            self.reserved.add_node(spec, self.index.remove_node(name))
+
+    def _blocked_key(self, workload: PendingWorkload, shape: Shape, backfill: bool, protected) -> tuple:
+        if workload is self.reserved_workload:
+            return ("reserved_self", shape)
+        if protected is not None:
+            return protected
+        if self.reservation is not None and not backfill and self.reserved.place(shape) is not None:
+            return ("held_for", self.reservation.workload_id)
+        if self.fairshare and not self._funded(workload):
+            return ("unfunded", workload.allocation)
+        return ("capacity", shape, workload.allocation)
+
+    # -- explain -------------------------------------------------------------------------------
+    def _explain(self) -> tuple:
+        self.profile = None
+        self.start_index: FreeIndex | None = None
+        first_seen: dict[str, int] = {}
+        explained = []
+        position = 0
+        for workload, key in self.blocked:
+            position += 1
+            outcome = self.outcomes.get(key)
+            if key[0] == "capacity":
+                outcome = self._capacity_outcome(key, workload, position, first_seen)
+            elif outcome is None:
+                outcome = self.outcomes[key] = self._outcome(key)
+            explained.append(reasons.make_reason(workload.id, outcome, position))
+        for workload in self.held:
+            position += 1
+            explained.append(reasons.make_reason(workload.id, reasons.held(workload), position))
+        return tuple(explained)
+
+    def _capacity_outcome(self, key: tuple, workload: PendingWorkload, position: int, first_seen: dict):
+        _, shape, allocation = key
+        if self._fit_at_start(shape):
+            ahead = first_seen.setdefault(allocation, position - 1)
+            group = ("queued", allocation, ahead)
+            outcome = self.outcomes.get(group)
+            if outcome is None:
+                if self.fairshare:
+                    ratio = self.tree.base_ratio.get(allocation, INFINITE)
+                    outcome = reasons.fair_share_queued(ahead, allocation, ratio)
+                else:
+                    outcome = reasons.queued_in_order(ahead, self.config.ordering)
+                self.outcomes[group] = outcome
+            return outcome
+        outcome = self.outcomes.get(key[:2])
+        if outcome is None:
+            outcome = self.outcomes[key[:2]] = self._outcome(key[:2])
+        return outcome
+
+    def _fit_at_start(self, shape: Shape) -> bool:
+        """Would ``shape`` have fitted on the GPUs free when the pass began? (Then work ahead took them.)"""
+        memo = self.fit_at_start
+        if shape not in memo:
+            if self.start_index is None:
+                nodes = [node for node in self.snapshot.nodes if node.name in self.initial_free]
+                self.start_index = FreeIndex(nodes)
+                for name, free in self.initial_free.items():
+                    self.start_index._set(name, free)
+            memo[shape] = self.start_index.place(shape) is not None
+        return memo[shape]
+
+    def _outcome(self, key: tuple) -> reasons.Outcome:
+        kind = key[0]
+        if kind == "none":
+            return reasons.no_matching_nodes(key[1], self._node_size(key[1]))
+        if kind == "limit":
+            return reasons.over_limit(key[1], self.tree.limit[key[1]])
+        if kind == "protected":
+            return reasons.protected_work(key[1])
+        if kind == "held_for":
+            return reasons.reserved_for(self.reserved_workload, self.reservation.start_at)
+        if kind == "unfunded":
+            return reasons.unfunded(key[1])
+        shape = key[1]
+        estimate = self._estimate(shape)
+        if kind == "reserved_self" and self.reservation is not None:
+            estimate = self.reservation.start_at or INFINITE
+        free = self.index.free_gpus(shape[2]) + self.reserved.free_gpus(shape[2])
+        if kind == "capacity" and free >= shape[0]:
+            nodes = sum(1 for name, count in self.index.free.items() if count and self._matches(name, shape))
+            return reasons.fragmented(shape, self._node_size(shape), free, nodes, estimate)
+        return reasons.waiting_for_gpus(shape, self._node_size(shape), estimate)
+
+    def _matches(self, name: str, shape: Shape) -> bool:
+        return shape[2] is None or self.index.spec[name].gpu_type == shape[2]
+
+    def _estimate(self, shape: Shape) -> float:
+        if self.profile is None:
+            nodes = [node for node in self.snapshot.nodes if node.healthy]
+            free = {**self.index.free, **self.reserved.free}
+            self.profile = ReleaseProfile(nodes, free, self.occupants, self.now)
+        return self.profile.earliest(shape)[0]
+
+    def _node_size(self, shape: Shape) -> int:
+        sizes = [size for kind, found in self.sizes.items() if shape[2] in (None, kind) for size in found]
+        return max(sizes, default=0)
+
+
+def _fits_inventory(shape: Shape, sizes: dict[str, list[int]]) -> bool:
+    """Could ``shape`` ever fit the healthy nodes (all of them free)?"""
+    gpus, per_node, gpu_type = shape
+    if gpus <= 0:
+        return False
+    found = [size for kind, kinds in sizes.items() if gpu_type in (None, kind) for size in kinds]
+    if per_node is not None and per_node < gpus:
+        return gpus % per_node == 0 and sum(1 for size in found if size >= per_node) >= gpus // per_node
+    if any(size >= gpus for size in found):
+        return True
+    if per_node is not None:
+        return False
+    for kind, kinds in sizes.items():
+        if gpu_type in (None, kind):
+            for size in set(kinds):
+                if gpus % size == 0 and kinds.count(size) >= gpus // size:
+                    return True
+    return False

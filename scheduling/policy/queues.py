@@ -1,0 +1,119 @@
+"""The cluster's scheduling order as a queue the admit walk pops from.
+
+``FairShareQueue`` re-ranks after every admission (the projected charge moves the admitted
+allocation down), so it descends the tree from the root each time it must choose again; after a
+workload that could not start it simply continues with the same (allocation, user), since nothing
+was charged. ``StaticQueue`` serves the "priority" and "fifo" orderings, which never re-rank.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+
+from scheduling.policy.ranking import ROOT, FairTree
+from scheduling.policy.types import AllocationPath, PendingWorkload
+
+SortKey = Callable[[PendingWorkload], tuple]
+
+
+def submit_key(workload: PendingWorkload) -> tuple[float, int]:
+    return (workload.submitted_at, workload.id)
+
+
+def priority_key(workload: PendingWorkload) -> tuple[int, float, int]:
+    return (-workload.priority, workload.submitted_at, workload.id)
+
+
+class FairShareQueue:
+    """Pending workloads grouped per (allocation, user), served in live Fair Tree order."""
+
+    def __init__(self, tree: FairTree, workloads: Iterable[PendingWorkload]) -> None:
+        self.tree = tree
+        self.by_allocation: dict[AllocationPath, dict[str, deque[PendingWorkload]]] = {}
+        self.counts: dict[AllocationPath, int] = {}
+        for workload in workloads:  # already in (submitted_at, id) order
+            users = self.by_allocation.setdefault(workload.allocation, {})
+            queue = users.get(workload.user)
+            if queue is None:
+                queue = users[workload.user] = deque()
+            queue.append(workload)
+        for allocation, users in self.by_allocation.items():
+            self._count(allocation, sum(len(queue) for queue in users.values()))
+        self.current: tuple[AllocationPath, str, deque[PendingWorkload]] | None = None
+
+    def _count(self, allocation: AllocationPath, amount: int) -> None:
+        for node in self.tree.ancestors[allocation]:
+            self.counts[node] = self.counts.get(node, 0) + amount
+        self.counts[ROOT] = self.counts.get(ROOT, 0) + amount
+
+    def pop(self) -> PendingWorkload | None:
+        if self.current is None:
+            self.current = self._select()
+            if self.current is None:
+                return None
+        allocation, user, queue = self.current
+        workload = queue.popleft()
+        self._count(allocation, -1)
+        if not queue:
+            del self.by_allocation[allocation][user]
+            self.current = None
+        return workload
+
+    def charged(self) -> None:
+        """Standing changed (an admission or a preemption): choose afresh at the next pop."""
+        self.current = None
+
+    def requeue(self, workload: PendingWorkload) -> None:
+        users = self.by_allocation.setdefault(workload.allocation, {})
+        items = list(users.get(workload.user, ()))
+        insort(items, workload, key=submit_key)
+        users[workload.user] = deque(items)
+        self._count(workload.allocation, 1)
+        self.current = None
+
+    def _select(self) -> tuple[AllocationPath, str, deque[PendingWorkload]] | None:
+        if not self.counts.get(ROOT):
+            return None
+        node = ROOT
+        while True:
+            users = self.by_allocation.get(node)
+            if users:
+                user = min(users, key=lambda name: (self.tree.user_key(node, name), name))
+                return node, user, users[user]
+            child = self.tree.best_child(node, self.counts)
+            if child is None:
+                return None
+            node = child
+
+    def remaining(self) -> Iterator[PendingWorkload]:
+        """What is still queued, in the current Fair Tree order."""
+        for allocation in self.tree.ordered(a for a, users in self.by_allocation.items() if users):
+            users = self.by_allocation[allocation]
+            for user in sorted(users, key=lambda name: (self.tree.user_key(allocation, name), name)):
+                yield from users[user]
+
+
+class StaticQueue:
+    """A fixed order: (priority desc, submit, id) or (submit, id)."""
+
+    def __init__(self, workloads: Iterable[PendingWorkload], key: SortKey) -> None:
+        self.key = key
+        self.items = sorted(workloads, key=key)
+        self.head = 0
+
+    def pop(self) -> PendingWorkload | None:
+        if self.head >= len(self.items):
+            return None
+        self.head += 1
+        return self.items[self.head - 1]
+
+    def charged(self) -> None:
+        return None
+
+    def requeue(self, workload: PendingWorkload) -> None:
+        insort(self.items, workload, lo=self.head, key=self.key)
+
+    def remaining(self) -> Iterator[PendingWorkload]:
+        return iter(self.items[self.head :])

@@ -1,0 +1,184 @@
+"""Fair Tree ranking over the budget tree (DESIGN 5 step 3), with budgets as the shares.
+
+Level fair share, per sibling set (children of one node)::
+
+    S  = budget / sum(sibling budgets)         in [0, 1]   (share of the parent's funding)
+    U  = usage  / sum(sibling usage)           in [0, 1]   (share of the parent's usage)
+    LF = S / U                                 in [0, inf]
+
+LF > 1: under-served, LF < 1: over-served. Edge cases: U == 0 gives LF = inf (nothing used yet is
+never "over"), which is not a bug; S == 0 gives LF = 0 (unfunded). Because ``sum(S)`` and
+``sum(U)`` are common to all siblings, sorting by LF is sorting by ``budget / usage`` and the policy
+compares that (no division by a zero sum). Ties: larger S first, then the name (ascending).
+
+Order: siblings by LF descending, walked depth first (a node's own pending work before its
+children's), so every workload of an under-served subtree ranks before every workload of an
+over-served sibling subtree. Inside an allocation, users share it equally, so the user with the
+least usage goes first (ties by user name); inside a user, submit time then id.
+
+Usage is the caller's windowed or decayed GPU-seconds plus a *projected charge*: a running
+workload still owes ``gpus * max(0, projected_charge_s - (now - started_at))`` and admitting a
+workload in this pass charges ``gpus * projected_charge_s``. Running work and admissions are thus
+charged alike, so one pass never hands everything to the single most under-served allocation and
+the next pass starts from the standing this pass ended with (no flip-flop between passes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from scheduling.policy.types import AllocationPath, BudgetNodeSpec, RunningWorkload
+
+ROOT = ""
+INFINITE = math.inf
+
+
+class FairTree:
+    """Budget tree with rolled-up usage; cheap to re-rank after a charge."""
+
+    def __init__(
+        self,
+        tree: Iterable[BudgetNodeSpec],
+        usage: Mapping[AllocationPath, float],
+        user_usage: Mapping[tuple[AllocationPath, str], float],
+        extra_allocations: Iterable[AllocationPath] = (),
+    ) -> None:
+        self.parent: dict[AllocationPath, AllocationPath] = {}
+        self.budget: dict[AllocationPath, float] = {ROOT: 0.0}
+        self.children: dict[AllocationPath, list[AllocationPath]] = {ROOT: []}
+        self.limit: dict[AllocationPath, int] = {}
+        for spec in tree:
+            self._add(spec.path, spec.parent or ROOT, max(spec.budget, 0.0), spec.concurrency_limit)
+        for path in extra_allocations:  # charged to a node the tree does not know: unfunded
+            if path not in self.budget:
+                self._add(path, ROOT, 0.0, None)
+        for path in list(self.parent):
+            if self.parent[path] not in self.budget:  # orphan: hang it under the root
+                self.parent[path] = ROOT
+        for path, parent in self.parent.items():
+            self.children[parent].append(path)
+        for names in self.children.values():
+            names.sort()
+        self.subtree_usage: dict[AllocationPath, float] = dict.fromkeys(self.budget, 0.0)
+        self.user_usage: dict[tuple[AllocationPath, str], float] = dict(user_usage)
+        for path, amount in usage.items():
+            self.charge(path, None, amount)
+        self.funded = self._funded_paths()
+        self.ancestors = {path: self._ancestors(path) for path in self.budget}
+        self.base_ratio = self.fair_share_ratios()
+
+    def _add(self, path: AllocationPath, parent: AllocationPath, budget: float, limit: int | None) -> None:
+        self.parent[path] = parent
+        self.budget[path] = budget
+        self.children.setdefault(path, [])
+        if limit is not None:
+            self.limit[path] = limit
+
+    def _funded_paths(self) -> frozenset[AllocationPath]:
+        funded: set[AllocationPath] = set()
+        stack = [child for child in self.children[ROOT] if self.budget[child] > 0]
+        while stack:
+            path = stack.pop()
+            funded.add(path)
+            stack.extend(child for child in self.children[path] if self.budget[child] > 0)
+        return frozenset(funded)
+
+    def _ancestors(self, path: AllocationPath) -> tuple[AllocationPath, ...]:
+        """The path itself, then each ancestor up to (not including) the root."""
+        chain = []
+        while path != ROOT and path in self.parent:
+            chain.append(path)
+            path = self.parent[path]
+        return tuple(chain)
+
+    # -- usage ---------------------------------------------------------------------------------
+    def charge(self, path: AllocationPath, user: str | None, amount: float) -> None:
+        """Add ``amount`` GPU-seconds to ``path``, its ancestors and (when given) its user."""
+        node = path if path in self.budget else ROOT
+        while True:
+            self.subtree_usage[node] = self.subtree_usage.get(node, 0.0) + amount
+            if node == ROOT:
+                break
+            node = self.parent.get(node, ROOT)
+        if user is not None:
+            key = (path, user)
+            self.user_usage[key] = self.user_usage.get(key, 0.0) + amount
+
+    def charge_running(
+        self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
+    ) -> None:
+        for workload in running:
+            owed = workload.gpus * max(0.0, projected_charge_s - (now - workload.started_at))
+            if owed:
+                self.charge(workload.allocation, workload.user, owed)
+
+    # -- ranking -------------------------------------------------------------------------------
+    def key(self, path: AllocationPath) -> tuple[float, float]:
+        """Sort key among siblings, larger first: (budget / usage ~ LF, budget ~ S)."""
+        budget = self.budget[path]
+        used = self.subtree_usage[path]
+        return (budget / used if used > 0 else INFINITE, budget)
+
+    def level_ratio(self, path: AllocationPath) -> float:
+        """Fair-share ratio U / S among siblings (0 when nothing was used; inf when unfunded but used)."""
+        siblings = self.children[self.parent.get(path, ROOT)]
+        total_budget = sum(self.budget[s] for s in siblings)
+        total_usage = sum(self.subtree_usage[s] for s in siblings)
+        used = self.subtree_usage[path] / total_usage if total_usage > 0 else 0.0
+        share = self.budget[path] / total_budget if total_budget > 0 else 0.0
+        if share == 0:
+            return INFINITE if used > 0 else 0.0
+        return used / share
+
+    def fair_share_ratios(self) -> dict[AllocationPath, float]:
+        """U / S per funded node (unfunded nodes have no share, so no ratio)."""
+        return {path: self.level_ratio(path) for path in sorted(self.funded)}
+
+    def best_child(
+        self, node: AllocationPath, eligible: Mapping[AllocationPath, int]
+    ) -> AllocationPath | None:
+        """The child of ``node`` with the largest key among those with ``eligible[child] > 0``."""
+        best = None
+        best_key: tuple[float, float] = (-1.0, -1.0)
+        for child in self.children.get(node, ()):
+            if eligible.get(child, 0) > 0:
+                child_key = self.key(child)
+                if child_key > best_key:  # children are name-sorted: the first of equals wins
+                    best, best_key = child, child_key
+        return best
+
+    def ordered(self, paths: Iterable[AllocationPath]) -> list[AllocationPath]:
+        """``paths`` in Fair Tree order (depth first, siblings by key, a node before its children)."""
+        wanted = set(paths)
+        counts: dict[AllocationPath, int] = {}
+        for path in wanted:
+            for ancestor in self.ancestors.get(path, (path,)):
+                counts[ancestor] = counts.get(ancestor, 0) + 1
+        order: list[AllocationPath] = []
+        self._walk(ROOT, wanted, counts, order)
+        return order
+
+    def _walk(self, node: AllocationPath, wanted: set, counts: dict, order: list) -> None:
+        if node in wanted:
+            order.append(node)
+        children = [child for child in self.children.get(node, ()) if counts.get(child, 0)]
+        children.sort(key=lambda child: (-self.key(child)[0], -self.key(child)[1], child))
+        for child in children:
+            self._walk(child, wanted, counts, order)
+
+    def ranks_at_or_below(self, victim: AllocationPath, preemptor: AllocationPath) -> bool:
+        """True when ``victim``'s allocation ranks at or below ``preemptor``'s, compared at the
+        level where their paths part (the children of their closest common ancestor)."""
+        victim_chain = self.ancestors.get(victim, (victim,))[::-1]
+        preemptor_chain = self.ancestors.get(preemptor, (preemptor,))[::-1]
+        for victim_node, preemptor_node in zip(victim_chain, preemptor_chain, strict=False):
+            if victim_node != preemptor_node:
+                victim_key, preemptor_key = self.key(victim_node), self.key(preemptor_node)
+                if victim_key != preemptor_key:
+                    return victim_key < preemptor_key
+                return victim_node >= preemptor_node
+        return True  # one is the other's ancestor or the same: the user level decides
+
+    def user_key(self, path: AllocationPath, user: str) -> float:
+        return self.user_usage.get((path, user), 0.0)

@@ -1,0 +1,110 @@
+"""When GPUs free up: reservations (DESIGN 5 step 6) and estimated starts (DESIGN 6).
+
+A running workload's GPUs are expected back at ``release_at``::
+
+    release_at = min(expected_end or inf, protected_until if protected_until > now else inf)
+
+i.e. when it ends by its declared maximum runtime, or when its protection ends and a waiting
+funded workload may preempt it. Work that is already unprotected and still in the way is work the
+waiter may not preempt (no-flip-flop), so it frees at its declared end or never (inf).
+
+For every healthy node the profile keeps, for each count g, the earliest time the node has g free
+GPUs. A one-node shape starts at the earliest such time over the nodes (ties by node name); a gang
+of k whole nodes at the k-th earliest "wholly free" time within one domain (ties by domain name),
+or across domains when no single domain has k nodes. ``inf`` means unknown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+from scheduling.policy.placement import Shape
+from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
+
+INFINITE = math.inf
+
+
+def release_at(workload: RunningWorkload, now: float) -> float:
+    end = workload.expected_end if workload.expected_end is not None else INFINITE
+    protection = workload.protected_until if workload.protected_until > now else INFINITE
+    return min(end, protection)
+
+
+class ReleaseProfile:
+    """Per node: the earliest time it has g free GPUs, for every g up to its size."""
+
+    def __init__(
+        self,
+        nodes: Iterable[ClusterNodeSpec],
+        free: Mapping[str, int],
+        occupants: Mapping[str, Sequence[RunningWorkload]],
+        now: float,
+    ) -> None:
+        self.now = now
+        self.nodes = {node.name: node for node in nodes if node.name in free}
+        self.time_for: dict[str, list[float]] = {}
+        for name, node in self.nodes.items():
+            events = sorted(
+                (release_at(workload, now), gpus)
+                for workload in occupants.get(name, ())
+                for placed, gpus in workload.placement
+                if placed == name
+            )
+            self.time_for[name] = _times_per_count(node.gpus, free[name], events, now)
+
+    def earliest(self, shape: Shape) -> tuple[float, tuple[str, ...]]:
+        """(start time, nodes) for ``shape``; (inf, ()) when unknown."""
+        gpus, per_node, gpu_type = shape
+        candidates = [node for node in self.nodes.values() if gpu_type in (None, node.gpu_type)]
+        if per_node is None and any(node.gpus >= gpus for node in candidates):
+            return self._one_node(gpus, candidates)
+        per_node = per_node or max((node.gpus for node in candidates), default=0)
+        if not per_node or gpus % per_node:
+            return INFINITE, ()
+        return self._many_nodes(gpus // per_node, per_node, candidates)
+
+    def _one_node(self, gpus: int, candidates: list[ClusterNodeSpec]) -> tuple[float, tuple[str, ...]]:
+        best = min(
+            ((self.time_for[n.name][gpus], n.name) for n in candidates if n.gpus >= gpus), default=None
+        )
+        if best is None or best[0] == INFINITE:
+            return INFINITE, ()
+        return best[0], (best[1],)
+
+    def _many_nodes(self, count: int, per_node: int, candidates: list) -> tuple[float, tuple[str, ...]]:
+        domains: dict[str, list[tuple[float, str]]] = {}
+        for node in candidates:
+            time = self.time_for[node.name][per_node] if node.gpus >= per_node else INFINITE
+            if time < INFINITE:
+                domains.setdefault(node.domain, []).append((time, node.name))
+        options = []
+        for domain, timed in domains.items():
+            if len(timed) >= count:
+                timed.sort()
+                options.append(
+                    (timed[count - 1][0], domain, tuple(sorted(name for _, name in timed[:count])))
+                )
+        if options:
+            time, _, names = min(options)
+            return time, names
+        everything = sorted(entry for timed in domains.values() for entry in timed)
+        if len(everything) < count:
+            return INFINITE, ()
+        return everything[count - 1][0], tuple(sorted(name for _, name in everything[:count]))
+
+
+def _times_per_count(size: int, free: int, events: list[tuple[float, int]], now: float) -> list[float]:
+    """times[g] = earliest time the node has at least g free GPUs (index 0 unused)."""
+    times = [now] * (size + 1)
+    available, latest = free, now
+    pending = iter(events)
+    for count in range(free + 1, size + 1):
+        while available < count:
+            event = next(pending, None)
+            if event is None:
+                break
+            latest, gpus = event
+            available += gpus
+        times[count] = max(latest, now) if available >= count else INFINITE
+    return times
