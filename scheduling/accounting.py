@@ -1,0 +1,214 @@
+"""Accounting: GPU-seconds used, delivered and owed, rolled up per (allocation, cluster, hour).
+
+Every pass charges the interval since the last one (``PassLease.accounted_until``) for every run
+that overlapped it, so ``AllocationHour.used_gpu_s`` is exact up to the last pass. A run recorded
+late (its start lies before the watermark) or closed late (its end lies before the watermark) is
+corrected on the spot by :func:`charge_until_watermark`. The sliding-window usage is then a sum of
+buckets: whole hours inside the window plus the prorated share of the hour the window starts in.
+
+Owed (DESIGN 2) is the integral of min(entitlement, demand): each pass charges the time since
+``PassLease.owed_until`` at the rate seen by that pass (piecewise constant between passes).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Q, Sum
+
+from scheduling.models import AllocationHour, PassLease, Run
+
+HOUR = timedelta(hours=1)
+Key = tuple[int | None, datetime]  # (allocation id, hour)
+
+
+def hour_floor(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def hour_slices(start: datetime, end: datetime) -> Iterator[tuple[datetime, float]]:
+    """Split [start, end) into (hour, seconds inside that hour) pieces; nothing when end <= start."""
+    cursor = start
+    while cursor < end:
+        hour = hour_floor(cursor)
+        piece_end = min(hour + HOUR, end)
+        yield hour, (piece_end - cursor).total_seconds()
+        cursor = piece_end
+
+
+@dataclass
+class HourDelta:
+    used: float = 0.0
+    delivered: float = 0.0
+    owed: float = 0.0
+
+
+def _add_run_slice(
+    deltas: dict[Key, HourDelta],
+    *,
+    allocation_id: int | None,
+    funded: bool,
+    gpus: int,
+    start: datetime,
+    end: datetime,
+    sign: float = 1.0,
+) -> None:
+    for hour, seconds in hour_slices(start, end):
+        delta = deltas[(allocation_id, hour)]
+        delta.used += sign * gpus * seconds
+        if funded:
+            delta.delivered += sign * gpus * seconds
+
+
+def apply_hour_deltas(*, cluster_id: int, deltas: dict[Key, HourDelta]) -> None:
+    """Add deltas to the hourly rows: one read, one bulk update, one bulk create (pass lock held)."""
+    if not deltas:
+        return
+    hours = {hour for _, hour in deltas}
+    allocations = {allocation for allocation, _ in deltas}
+    existing = {
+        (row.allocation_id, row.hour): row
+        for row in AllocationHour.objects.filter(cluster_id=cluster_id, hour__in=hours).filter(
+            Q(allocation_id__in=[a for a in allocations if a is not None]) | Q(allocation__isnull=True)
+        )
+    }
+    changed, created = [], []
+    for key, delta in deltas.items():
+        row = existing.get(key) or AllocationHour(cluster_id=cluster_id, allocation_id=key[0], hour=key[1])
+        row.used_gpu_s += delta.used
+        row.delivered_gpu_s += delta.delivered
+        row.owed_gpu_s += delta.owed
+        (changed if row.pk else created).append(row)
+    AllocationHour.objects.bulk_update(
+        changed, ["used_gpu_s", "delivered_gpu_s", "owed_gpu_s"], batch_size=1000
+    )
+    AllocationHour.objects.bulk_create(created, batch_size=1000)
+
+
+def lease_for(cluster_id: int) -> PassLease:
+    lease, _ = PassLease.objects.get_or_create(cluster_id=cluster_id)
+    return lease
+
+
+def charge_until_watermark(*, run: Run, since: datetime, sign: float) -> None:
+    """Correct the buckets for [since, watermark): +1 for a run opened late, -1 for one closed late."""
+    watermark = lease_for(run.cluster_id).accounted_until
+    if watermark is None or since >= watermark:
+        return
+    deltas: dict[Key, HourDelta] = defaultdict(HourDelta)
+    _add_run_slice(
+        deltas,
+        allocation_id=run.allocation_id,
+        funded=run.funded,
+        gpus=run.gpus,
+        start=since,
+        end=watermark,
+        sign=sign,
+    )
+    apply_hour_deltas(cluster_id=run.cluster_id, deltas=deltas)
+
+
+def accounting_charge_usage(*, cluster_id: int, now: datetime) -> int:
+    """Charge every run overlapping (accounted_until, now] into the hourly buckets; returns runs charged."""
+    lease = lease_for(cluster_id)
+    since = lease.accounted_until or now
+    deltas: dict[Key, HourDelta] = defaultdict(HourDelta)
+    runs = (
+        Run.objects.filter(cluster_id=cluster_id, started_at__lt=now)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
+        .values_list("allocation_id", "funded", "gpus", "started_at", "ended_at")
+    )
+    count = 0
+    for allocation_id, funded, gpus, started_at, ended_at in runs:
+        end = min(ended_at or now, now)
+        _add_run_slice(
+            deltas,
+            allocation_id=allocation_id,
+            funded=funded,
+            gpus=gpus,
+            start=max(started_at, since),
+            end=end,
+        )
+        count += 1
+    apply_hour_deltas(cluster_id=cluster_id, deltas=deltas)
+    PassLease.objects.filter(pk=cluster_id).update(accounted_until=now)
+    return count
+
+
+def accounting_charge_owed(*, cluster_id: int, now: datetime, owed_gpus: dict[int, float]) -> None:
+    """Charge owed GPU-seconds since the last pass at this pass's rate min(entitlement, demand)."""
+    lease = lease_for(cluster_id)
+    since = lease.owed_until or now
+    deltas: dict[Key, HourDelta] = defaultdict(HourDelta)
+    for allocation_id, rate in owed_gpus.items():
+        if rate <= 0:
+            continue
+        for hour, seconds in hour_slices(since, now):
+            deltas[(allocation_id, hour)].owed += rate * seconds
+    apply_hour_deltas(cluster_id=cluster_id, deltas=deltas)
+    PassLease.objects.filter(pk=cluster_id).update(owed_until=now)
+
+
+def usage_in_window(*, cluster_id: int, now: datetime, window: timedelta) -> dict[int | None, float]:
+    """GPU-seconds per allocation id in (now - window, now], read from the buckets (exact to the last pass).
+
+    The hour the window starts in is prorated by the share of it inside the window.
+    """
+    start = now - window
+    first_hour = hour_floor(start)
+    rows = AllocationHour.objects.filter(cluster_id=cluster_id, hour__gt=first_hour, hour__lte=now)
+    usage: dict[int | None, float] = defaultdict(float)
+    for allocation_id, used in (
+        rows.values("allocation_id").annotate(total=Sum("used_gpu_s")).values_list("allocation_id", "total")
+    ):
+        usage[allocation_id] += used or 0.0
+    share = 1.0 - (start - first_hour).total_seconds() / HOUR.total_seconds()
+    for allocation_id, used in AllocationHour.objects.filter(
+        cluster_id=cluster_id, hour=first_hour
+    ).values_list("allocation_id", "used_gpu_s"):
+        usage[allocation_id] += used * share
+    return dict(usage)
+
+
+def user_usage_in_window(
+    *, cluster_id: int, now: datetime, window: timedelta
+) -> dict[tuple[int | None, str], float]:
+    """GPU-seconds per (allocation id, user) in the window, from the runs themselves."""
+    start = now - window
+    usage: dict[tuple[int | None, str], float] = defaultdict(float)
+    runs = (
+        Run.objects.filter(cluster_id=cluster_id, started_at__lt=now)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
+        .values_list("allocation_id", "user_name", "gpus", "started_at", "ended_at")
+    )
+    for allocation_id, user_name, gpus, started_at, ended_at in runs:
+        seconds = (min(ended_at or now, now) - max(started_at, start)).total_seconds()
+        usage[(allocation_id, user_name)] += gpus * max(seconds, 0.0)
+    return dict(usage)
+
+
+def entitlements(
+    *, budgets: dict[str, float], parents: dict[str, str | None], available_gpus: float
+) -> dict[str, float]:
+    """Entitlement in GPUs per node path (DESIGN 2), the same chain of shares as budgets.selectors.budget_tree.
+
+    entitlement(n) = budget(n) * entitlement(parent) / max(budget(parent), sum of budgets of n and its
+    siblings); the roots hang under the cluster, whose budget and entitlement are its available
+    (healthy) GPUs. Over-committed siblings are scaled down pro rata. Range: 0 .. available_gpus.
+    A parent with no budget gives its children 0.
+    """
+    children: dict[str | None, list[str]] = defaultdict(list)
+    for path in sorted(budgets):
+        children[parents.get(path)].append(path)
+    result: dict[str, float] = {}
+    stack: list[tuple[str | None, float, float]] = [(None, available_gpus, available_gpus)]
+    while stack:
+        parent, parent_budget, parent_entitlement = stack.pop()
+        divisor = max(parent_budget, sum(budgets[child] for child in children[parent]))
+        for child in children[parent]:
+            result[child] = budgets[child] * parent_entitlement / divisor if divisor > 0 else 0.0
+            stack.append((child, budgets[child], result[child]))
+    return result

@@ -1,0 +1,159 @@
+"""Phase 5 of the pass: push decisions to the backend, then record what they did.
+
+Order: submit workloads the backend has not seen, then preemptions (to free GPUs), starts and
+cancels in one ``apply``. Only after the backend accepted them are decisions marked dispatched and
+runs opened or closed; if we die in between, the next pass's reconcile reads the truth from the
+backend instead. A start whose workload is no longer startable (cancelled, held) is superseded.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Q
+
+from scheduling.backends.base import Action, Backend, CancelAction, PreemptAction, StartAction, SubmitRequest
+from scheduling.models import (
+    Cluster,
+    Decision,
+    DecisionKind,
+    EndReason,
+    Run,
+    SchedulingPass,
+    Workload,
+    WorkloadState,
+)
+from scheduling.services.runs import run_close, run_open
+from scheduling.services.workloads import IllegalTransition, workload_transition
+
+SUBMITS_PER_PASS = 500
+KIND_ORDER = {DecisionKind.PREEMPT: 0, DecisionKind.START: 1, DecisionKind.CANCEL: 2}
+
+
+def dispatch(*, record: SchedulingPass, cluster: Cluster, backend: Backend, now: datetime) -> None:
+    submit_new(cluster=cluster, backend=backend)
+    decisions = _to_dispatch(record=record, cluster=cluster)
+    if not decisions:
+        return
+    backend.apply([_action(decision) for decision in decisions])
+    with transaction.atomic():
+        Decision.objects.filter(pk__in=[d.pk for d in decisions]).update(dispatched_at=now)
+        _record_effects(decisions, now=now)
+
+
+def submit_new(*, cluster: Cluster, backend: Backend) -> int:
+    """Create backend jobs for workloads submitted through the API (a bounded batch per pass)."""
+    fresh = list(
+        Workload.objects.filter(cluster=cluster, state=WorkloadState.PENDING, backend_ref="")
+        .select_related("allocation")
+        .order_by("id")[:SUBMITS_PER_PASS]
+    )
+    for workload in fresh:
+        workload.backend_ref = backend.submit(_submit_request(workload))
+        Workload.objects.filter(pk=workload.pk, backend_ref="").update(backend_ref=workload.backend_ref)
+    return len(fresh)
+
+
+def _submit_request(workload: Workload) -> SubmitRequest:
+    return SubmitRequest(
+        workload_id=workload.pk,
+        account=workload.allocation_path,
+        user=workload.user_name,
+        gpus=workload.gpus,
+        gpus_per_node=workload.gpus_per_node,
+        name=workload.name or f"workload-{workload.pk}",
+        min_runtime_s=float(workload.min_runtime_s),
+        resumable=workload.resumable,
+        max_runtime_s=float(workload.max_runtime_s) if workload.max_runtime_s else None,
+        metadata=dict(workload.metadata or {}),
+    )
+
+
+def _to_dispatch(*, record: SchedulingPass, cluster: Cluster) -> list[Decision]:
+    """This pass's starts and preemptions plus every cancel not yet taken, in apply order."""
+    candidates = (
+        Decision.objects.filter(cluster=cluster, dispatched_at__isnull=True, superseded=False)
+        .filter(
+            Q(scheduling_pass=record, kind__in=[DecisionKind.START, DecisionKind.PREEMPT])
+            | Q(kind=DecisionKind.CANCEL)
+        )
+        .select_related("workload")
+    )
+    valid, stale = [], []
+    for decision in candidates:
+        (valid if _still_valid(decision) else stale).append(decision)
+    Decision.objects.filter(pk__in=[d.pk for d in stale]).update(superseded=True)
+    return sorted(valid, key=lambda d: (KIND_ORDER[d.kind], d.workload_id, d.pk))
+
+
+def _still_valid(decision: Decision) -> bool:
+    workload = decision.workload
+    if decision.kind == DecisionKind.START:
+        startable = workload.state == WorkloadState.PENDING and not workload.held
+        return startable and not workload.cancel_requested_at and bool(workload.backend_ref)
+    if decision.kind == DecisionKind.PREEMPT:
+        return workload.state == WorkloadState.RUNNING and workload.attempt == decision.attempt
+    return bool(workload.backend_ref)
+
+
+def _action(decision: Decision) -> Action:
+    workload = decision.workload
+    if decision.kind == DecisionKind.START:
+        placement = tuple((node, int(gpus)) for node, gpus in decision.placement)
+        return StartAction(
+            workload_id=workload.pk, ref=workload.backend_ref, attempt=decision.attempt, placement=placement
+        )
+    if decision.kind == DecisionKind.PREEMPT:
+        return PreemptAction(
+            workload_id=workload.pk,
+            ref=workload.backend_ref,
+            attempt=decision.attempt,
+            requeue=decision.requeue,
+        )
+    return CancelAction(workload_id=workload.pk, ref=workload.backend_ref)
+
+
+def _record_effects(decisions: list[Decision], *, now: datetime) -> None:
+    workloads = (
+        Workload.objects.select_for_update()
+        .select_related("cluster")
+        .in_bulk([d.workload_id for d in decisions])
+    )
+    open_runs = {
+        run.workload_id: run
+        for run in Run.objects.filter(workload_id__in=list(workloads), ended_at__isnull=True)
+    }
+    for decision in decisions:
+        workload = workloads[decision.workload_id]
+        try:
+            _record_effect(decision, workload, open_runs.get(workload.pk), now=now)
+        except IllegalTransition:
+            continue  # the workload moved meanwhile (e.g. cancelled); the next reconcile settles it
+
+
+def _record_effect(decision: Decision, workload: Workload, run: Run | None, *, now: datetime) -> None:
+    if decision.kind == DecisionKind.START:
+        workload_transition(workload=workload, to=WorkloadState.RUNNING, now=now, save=False)
+        workload.attempt = decision.attempt
+        workload.save()
+        run_open(
+            workload=workload,
+            attempt=decision.attempt,
+            placement=decision.placement,
+            started_at=now,
+            protected_until=decision.protected_until or now,
+            funded=decision.funded,
+        )
+        return
+    if run is not None:
+        reason = EndReason.PREEMPTED if decision.kind == DecisionKind.PREEMPT else EndReason.CANCELLED
+        run_close(run=run, ended_at=now, reason=reason)
+    if workload.state == WorkloadState.RUNNING:
+        workload_transition(workload=workload, to=_after_stop(decision, workload), now=now)
+
+
+def _after_stop(decision: Decision, workload: Workload) -> str:
+    if decision.kind == DecisionKind.CANCEL:
+        return WorkloadState.CANCELLED
+    return WorkloadState.PENDING if decision.requeue else WorkloadState.PREEMPTED

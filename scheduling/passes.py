@@ -1,0 +1,140 @@
+"""The scheduling pass: one per cluster, under a database claim, in numbered and timed phases.
+
+1. Reconcile: observe the backend and make runs and workload states agree with it.
+2. Snapshot: one set-based read into the policy's dataclasses.
+3. Plan: the pure policy decides starts, preemptions, reservations and pending reasons.
+4. Persist: decisions, pending reasons (only those that changed) and owed GPU-seconds, in one
+   transaction, *before* anything is sent to the backend.
+5. Dispatch: submit new workloads, push preemptions, starts and cancels, then record their effects.
+
+A pass that dies after 4 leaves undispatched decisions; the next pass supersedes them, reconciles
+with what the backend really did (starts are idempotent by workload + attempt) and plans again,
+so nothing is lost and nothing starts twice. A backend that does not answer ends the pass after
+phase 1: every pending workload gets the reason BACKEND_UNAVAILABLE and nothing else changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduling.backends.base import Backend, BackendUnavailable
+from scheduling.backends.registry import backend_for
+from scheduling.dispatch import dispatch
+from scheduling.locks import pass_claim
+from scheduling.models import Cluster, PassStatus, SchedulingPass
+from scheduling.persist import persist_backend_unavailable, persist_plan
+from scheduling.policy import Plan, PolicyConfig, Snapshot
+from scheduling.reconcile import reconcile
+from scheduling.snapshot import funded_allocation_ids, snapshot_read
+
+logger = logging.getLogger(__name__)
+
+Planner = Callable[[Snapshot, PolicyConfig, float], Plan]
+
+
+@dataclass(frozen=True)
+class PassOutcome:
+    """What ``run_pass`` did: ``ran`` is False when another process held the cluster's pass."""
+
+    ran: bool
+    pass_id: int | None = None
+    status: str = ""
+
+
+def default_planner(snapshot: Snapshot, config: PolicyConfig, now: float) -> Plan:
+    from scheduling.policy import plan
+
+    return plan(snapshot, config, now=now)
+
+
+@contextmanager
+def phase(record: SchedulingPass, name: str) -> Iterator[None]:
+    """Time one phase into ``record.<name>_ms`` (also when it raises)."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        setattr(record, f"{name}_ms", (time.perf_counter() - started) * 1000.0)
+
+
+def run_pass(
+    *,
+    cluster_id: int,
+    now: datetime | None = None,
+    backend: Backend | None = None,
+    planner: Planner | None = None,
+) -> PassOutcome:
+    """Run one pass for a cluster now, synchronously; returns at once if another pass holds it."""
+    with pass_claim(cluster_id) as claimed:
+        if not claimed:
+            logger.info("pass for cluster %s skipped: another pass holds it", cluster_id)
+            return PassOutcome(ran=False, status="skipped")
+        cluster = Cluster.objects.get(pk=cluster_id)
+        now = now or timezone.now()
+        backend = backend or backend_for(cluster, clock=now.timestamp)
+        record = _pass_begin(cluster=cluster, now=now)
+        _pass_run(record, cluster=cluster, backend=backend, planner=planner or default_planner, now=now)
+        return PassOutcome(ran=True, pass_id=record.pk, status=record.status)
+
+
+def _pass_begin(*, cluster: Cluster, now: datetime) -> SchedulingPass:
+    # We hold the claim, so any pass of this cluster still marked running died mid-way.
+    SchedulingPass.objects.filter(cluster=cluster, status=PassStatus.RUNNING).update(
+        status=PassStatus.FAILED, error="interrupted (the process running it stopped)"
+    )
+    return SchedulingPass.objects.create(cluster=cluster, started_at=now)
+
+
+def _pass_run(
+    record: SchedulingPass, *, cluster: Cluster, backend: Backend, planner: Planner, now: datetime
+) -> None:
+    started = time.perf_counter()
+    try:
+        _phases(record, cluster=cluster, backend=backend, planner=planner, now=now)
+        record.status = PassStatus.COMPLETED
+    except BackendUnavailable as error:
+        record.status, record.error = PassStatus.BACKEND_UNAVAILABLE, str(error)
+        persist_backend_unavailable(record=record, cluster=cluster, error=str(error), now=now)
+    except Exception as error:
+        record.status, record.error = PassStatus.FAILED, f"{type(error).__name__}: {error}"
+        raise
+    finally:
+        record.total_ms = (time.perf_counter() - started) * 1000.0
+        record.finished_at = timezone.now()
+        record.save()
+
+
+def _phases(
+    record: SchedulingPass, *, cluster: Cluster, backend: Backend, planner: Planner, now: datetime
+) -> None:
+    # 1. Reconcile
+    with phase(record, "reconcile"):
+        observed = backend.observe()
+        counts = reconcile(
+            cluster=cluster, state=observed, now=now, funded_ids=funded_allocation_ids(cluster)
+        )
+        record.runs_opened, record.runs_closed, record.adopted_count = (
+            counts.runs_opened,
+            counts.runs_closed,
+            counts.adopted,
+        )
+    # 2. Snapshot
+    with phase(record, "snapshot"):
+        inputs = snapshot_read(cluster=cluster, now=now, backend_name=getattr(backend, "name", "backend"))
+    # 3. Plan
+    with phase(record, "plan"):
+        plan = planner(inputs.snapshot, inputs.config, now.timestamp())
+    # 4. Persist
+    with phase(record, "persist"), transaction.atomic():
+        persist_plan(record=record, cluster=cluster, inputs=inputs, plan=plan, now=now)
+    # 5. Dispatch
+    with phase(record, "dispatch"):
+        dispatch(record=record, cluster=cluster, backend=backend, now=now)

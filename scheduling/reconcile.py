@@ -1,0 +1,318 @@
+"""Phase 1 of the pass: make the database agree with what the backend reports.
+
+The backend is the source of truth for what runs (DESIGN 3). For each observed job we open the run
+it started, close the run it ended, requeue or end its workload, and adopt jobs submitted natively.
+Every rule is idempotent: observing the same state twice changes nothing the second time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Q
+
+from scheduling.accounting import accounting_charge_usage, lease_for
+from scheduling.backends.base import ClusterState, JobState, ObservedJob, ObservedNode
+from scheduling.models import (
+    TERMINAL_STATES,
+    Cluster,
+    Decision,
+    DecisionKind,
+    EndReason,
+    Node,
+    PassLease,
+    Run,
+    UtilisationSample,
+    Workload,
+    WorkloadState,
+)
+from scheduling.services.runs import run_close, run_open
+from scheduling.services.workloads import workload_adopt, workload_transition
+
+SAMPLE_EVERY = timedelta(seconds=60)
+
+END_REASONS = {
+    JobState.COMPLETED: EndReason.COMPLETED,
+    JobState.FAILED: EndReason.FAILED,
+    JobState.CANCELLED: EndReason.CANCELLED,
+    JobState.NODE_FAILURE: EndReason.NODE_FAILURE,
+}
+
+
+@dataclass
+class ReconcileCounts:
+    runs_opened: int = 0
+    runs_closed: int = 0
+    adopted: int = 0
+
+
+def at(seconds: float | None, default: datetime) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC) if seconds is not None else default
+
+
+def protected_until(*, workload: Workload, started_at: datetime, funded: bool) -> datetime:
+    """start + min(minimum runtime, cap) for funded work; unfunded work is never protected."""
+    if not funded:
+        return started_at
+    return started_at + timedelta(seconds=min(workload.min_runtime_s, workload.cluster.min_runtime_cap_s))
+
+
+@transaction.atomic
+def reconcile(
+    *, cluster: Cluster, state: ClusterState, now: datetime, funded_ids: set[int]
+) -> ReconcileCounts:
+    """Apply the observed state. ``funded_ids``: allocation ids with a budget > 0 on this cluster."""
+    counts = ReconcileCounts()
+    Decision.objects.filter(
+        cluster=cluster,
+        dispatched_at__isnull=True,
+        superseded=False,
+        kind__in=[DecisionKind.START, DecisionKind.PREEMPT],
+    ).update(superseded=True)
+    nodes_sync(cluster=cluster, observed=state.nodes)
+    workloads = _workloads_for(cluster=cluster, jobs=state.jobs, now=now, counts=counts)
+    open_runs = {run.workload_id: run for run in Run.objects.filter(cluster=cluster, ended_at__isnull=True)}
+    seen: set[int] = set()
+    for job in state.jobs:
+        workload = workloads.get(job.workload_id) or workloads.get(job.ref)
+        if workload is None:
+            continue
+        seen.add(workload.pk)
+        _sync(workload, job, open_runs.get(workload.pk), now=now, funded_ids=funded_ids, counts=counts)
+    _close_vanished(cluster=cluster, open_runs=open_runs, seen=seen, now=now, counts=counts)
+    _sample_utilisation(cluster=cluster, jobs=state.jobs, workloads=workloads, now=now)
+    accounting_charge_usage(cluster_id=cluster.pk, now=now)
+    return counts
+
+
+def nodes_sync(*, cluster: Cluster, observed: tuple[ObservedNode, ...]) -> None:
+    """Upsert Node rows from the backend; nodes it no longer reports are marked unhealthy."""
+    existing = {node.name: node for node in Node.objects.filter(cluster=cluster)}
+    changed, created = [], []
+    for seen in observed:
+        node = existing.pop(seen.name, None)
+        values = {
+            "gpus": seen.gpus,
+            "gpu_type": seen.gpu_type,
+            "topology_domain": seen.domain,
+            "healthy": seen.healthy,
+        }
+        if node is None:
+            created.append(Node(cluster=cluster, name=seen.name, **values))
+        elif any(getattr(node, key) != value for key, value in values.items()):
+            for key, value in values.items():
+                setattr(node, key, value)
+            changed.append(node)
+    for missing in existing.values():
+        if missing.healthy:
+            missing.healthy = False
+            changed.append(missing)
+    Node.objects.bulk_create(created)
+    Node.objects.bulk_update(changed, ["gpus", "gpu_type", "topology_domain", "healthy"])
+
+
+def _workloads_for(
+    *, cluster: Cluster, jobs: tuple[ObservedJob, ...], now: datetime, counts: ReconcileCounts
+) -> dict[int | str, Workload]:
+    """Workloads the observed jobs belong to, by id and by backend ref; adopts unknown native jobs."""
+    ids = {job.workload_id for job in jobs if job.workload_id is not None}
+    native_refs = {job.ref for job in jobs if job.workload_id is None}
+    rows = (
+        Workload.objects.filter(cluster=cluster)
+        .filter(Q(pk__in=ids) | Q(backend_ref__in=native_refs) | Q(state=WorkloadState.RUNNING))
+        .select_related("cluster")
+    )
+    found: dict[int | str, Workload] = {}
+    for workload in rows:
+        found[workload.pk] = workload
+        if workload.backend_ref:
+            found[workload.backend_ref] = workload
+    for job in jobs:
+        if job.workload_id is None and job.ref not in found and _adoptable(job):
+            workload = workload_adopt(cluster=cluster, job=job, now=now)
+            found[workload.pk] = found[job.ref] = workload
+            counts.adopted += 1
+    return found
+
+
+def _adoptable(job: ObservedJob) -> bool:
+    return job.state in (JobState.WAITING, JobState.RUNNING) and job.gpus > 0
+
+
+def _sync(
+    workload: Workload,
+    job: ObservedJob,
+    run: Run | None,
+    *,
+    now: datetime,
+    funded_ids: set[int],
+    counts: ReconcileCounts,
+) -> None:
+    if workload.state in TERMINAL_STATES:
+        if job.state == JobState.RUNNING:
+            _queue_cancel(
+                workload, now=now, reason=f"the workload is {workload.state} but its job still runs"
+            )
+        return
+    attempt = job.attempt or (run.attempt if run else workload.attempt + 1)
+    if job.state == JobState.RUNNING:
+        _observed_running(workload, job, run, attempt=attempt, now=now, funded_ids=funded_ids, counts=counts)
+    elif job.state == JobState.WAITING:
+        if run is not None:
+            _end_run(workload, run, reason=EndReason.PREEMPTED, ended_at=now, counts=counts)
+            workload_transition(workload=workload, to=WorkloadState.PENDING, now=now)
+    else:
+        _observed_ended(workload, job, run, attempt=attempt, now=now, funded_ids=funded_ids, counts=counts)
+
+
+def _observed_running(
+    workload: Workload,
+    job: ObservedJob,
+    run: Run | None,
+    *,
+    attempt: int,
+    now: datetime,
+    funded_ids: set[int],
+    counts: ReconcileCounts,
+) -> None:
+    if run is not None and run.attempt == attempt:
+        return
+    if run is not None:
+        _end_run(workload, run, reason=EndReason.PREEMPTED, ended_at=now, counts=counts)
+    else:
+        workload_transition(workload=workload, to=WorkloadState.RUNNING, now=now, save=False)
+    _start_run(workload, job, attempt=attempt, now=now, funded_ids=funded_ids, counts=counts)
+
+
+def _start_run(
+    workload: Workload,
+    job: ObservedJob,
+    *,
+    attempt: int,
+    now: datetime,
+    funded_ids: set[int],
+    counts: ReconcileCounts,
+) -> Run:
+    started_at = min(at(job.started_at, now), now)
+    funded = workload.allocation_id in funded_ids
+    workload.attempt = max(workload.attempt, attempt)
+    workload.save()
+    run, created = run_open(
+        workload=workload,
+        attempt=attempt,
+        placement=[[node, 0] for node in job.nodes],
+        started_at=started_at,
+        protected_until=protected_until(workload=workload, started_at=started_at, funded=funded),
+        funded=funded,
+    )
+    counts.runs_opened += int(created)
+    return run
+
+
+def _observed_ended(
+    workload: Workload,
+    job: ObservedJob,
+    run: Run | None,
+    *,
+    attempt: int,
+    now: datetime,
+    funded_ids: set[int],
+    counts: ReconcileCounts,
+) -> None:
+    if run is None:
+        if (
+            Run.objects.filter(workload=workload, attempt=attempt).exists()
+            or job.state == JobState.NODE_FAILURE
+        ):
+            return  # an end we already recorded, still reported by the backend
+        if job.started_at is None:  # ended while waiting (cancelled or failed natively)
+            to = WorkloadState.FAILED if job.state == JobState.FAILED else WorkloadState.CANCELLED
+            workload_transition(workload=workload, to=to, now=now)
+            return
+        workload_transition(workload=workload, to=WorkloadState.RUNNING, now=now, save=False)
+        run = _start_run(workload, job, attempt=attempt, now=now, funded_ids=funded_ids, counts=counts)
+    reason = _end_reason(workload, job, attempt=attempt)
+    _end_run(workload, run, reason=reason, ended_at=min(at(job.ended_at, now), now), counts=counts)
+    workload_transition(workload=workload, to=_next_state(workload, reason), now=now)
+
+
+def _end_reason(workload: Workload, job: ObservedJob, *, attempt: int) -> str:
+    if (
+        job.state == JobState.CANCELLED
+        and not workload.cancel_requested_at
+        and Decision.objects.filter(
+            workload=workload, kind=DecisionKind.PREEMPT, attempt=attempt, requeue=False
+        ).exists()
+    ):
+        return EndReason.PREEMPTED
+    return END_REASONS[JobState(job.state)]
+
+
+def _next_state(workload: Workload, reason: str) -> str:
+    if reason == EndReason.NODE_FAILURE:
+        return WorkloadState.PENDING if workload.resumable else WorkloadState.FAILED
+    return {
+        EndReason.COMPLETED: WorkloadState.COMPLETED,
+        EndReason.FAILED: WorkloadState.FAILED,
+        EndReason.CANCELLED: WorkloadState.CANCELLED,
+        EndReason.PREEMPTED: WorkloadState.PREEMPTED,
+    }[reason]
+
+
+def _end_run(
+    workload: Workload, run: Run, *, reason: str, ended_at: datetime, counts: ReconcileCounts
+) -> None:
+    counts.runs_closed += int(run_close(run=run, ended_at=ended_at, reason=reason))
+
+
+def _close_vanished(
+    *, cluster: Cluster, open_runs: dict[int, Run], seen: set[int], now: datetime, counts: ReconcileCounts
+) -> None:
+    """A running workload whose job the backend no longer reports at all has failed (it was lost)."""
+    for workload_id, run in open_runs.items():
+        if workload_id in seen:
+            continue
+        workload = Workload.objects.select_related("cluster").get(pk=workload_id)
+        _end_run(workload, run, reason=EndReason.FAILED, ended_at=now, counts=counts)
+        if workload.state == WorkloadState.RUNNING:
+            workload_transition(workload=workload, to=WorkloadState.FAILED, now=now)
+
+
+def _queue_cancel(workload: Workload, *, now: datetime, reason: str) -> None:
+    if not Decision.objects.filter(
+        workload=workload, kind=DecisionKind.CANCEL, dispatched_at__isnull=True
+    ).exists():
+        Decision.objects.create(
+            cluster_id=workload.cluster_id,
+            workload=workload,
+            kind=DecisionKind.CANCEL,
+            attempt=workload.attempt,
+            reason=reason,
+            created_at=now,
+        )
+
+
+def _sample_utilisation(
+    *, cluster: Cluster, jobs: tuple[ObservedJob, ...], workloads: dict, now: datetime
+) -> None:
+    """One utilisation sample per running workload per SAMPLE_EVERY (throttled per cluster)."""
+    lease = lease_for(cluster.pk)
+    if lease.last_sample_at and now - lease.last_sample_at < SAMPLE_EVERY:
+        return
+    samples = []
+    for job in jobs:
+        workload = workloads.get(job.workload_id) or workloads.get(job.ref)
+        if job.state == JobState.RUNNING and job.gpu_utilisation is not None and workload is not None:
+            samples.append(
+                UtilisationSample(
+                    workload=workload,
+                    cluster=cluster,
+                    at=now,
+                    gpus=workload.gpus,
+                    gpu_utilisation=job.gpu_utilisation,
+                )
+            )
+    UtilisationSample.objects.bulk_create(samples, batch_size=1000)
+    PassLease.objects.filter(pk=cluster.pk).update(last_sample_at=now)

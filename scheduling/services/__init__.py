@@ -1,0 +1,32 @@
+"""Writes for the live scheduler: every change to workloads, runs and rollups goes through here.
+
+Services are ``<entity>_<verb>(*, ...)`` functions that run in a transaction and refuse illegal
+moves. The scheduling pass itself is :func:`scheduling.passes.run_pass`.
+"""
+
+from scheduling.services.runs import run_close, run_open
+from scheduling.services.workloads import (
+    IllegalTransition,
+    SubmissionRefused,
+    SubmitResult,
+    workload_adopt,
+    workload_cancel,
+    workload_hold,
+    workload_release,
+    workload_submit,
+    workload_transition,
+)
+
+__all__ = [
+    "IllegalTransition",
+    "SubmissionRefused",
+    "SubmitResult",
+    "run_close",
+    "run_open",
+    "workload_adopt",
+    "workload_cancel",
+    "workload_hold",
+    "workload_release",
+    "workload_submit",
+    "workload_transition",
+]

@@ -1,0 +1,53 @@
+"""Run services: open a run when a workload starts, close it when it stops. Idempotent by attempt."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from scheduling.accounting import charge_until_watermark
+from scheduling.models import Run, Workload
+
+
+def run_open(
+    *,
+    workload: Workload,
+    attempt: int,
+    placement: list[list],
+    started_at: datetime,
+    protected_until: datetime,
+    funded: bool,
+) -> tuple[Run, bool]:
+    """Open the run for (workload, attempt) unless it exists; returns (run, created).
+
+    The wait before it is measured from the workload's ``queued_at`` (submit or last requeue).
+    """
+    run, created = Run.objects.get_or_create(
+        workload=workload,
+        attempt=attempt,
+        defaults={
+            "cluster_id": workload.cluster_id,
+            "allocation_id": workload.allocation_id,
+            "user_name": workload.user_name,
+            "gpus": workload.gpus,
+            "placement": placement,
+            "funded": funded,
+            "started_at": started_at,
+            "protected_until": protected_until,
+            "wait_s": max((started_at - workload.queued_at).total_seconds(), 0.0),
+        },
+    )
+    if created:
+        charge_until_watermark(run=run, since=started_at, sign=1.0)
+    return run, created
+
+
+def run_close(*, run: Run, ended_at: datetime, reason: str) -> bool:
+    """Close an open run; returns False when it was already closed (so a repeat is harmless)."""
+    if run.ended_at is not None:
+        return False
+    ended_at = max(ended_at, run.started_at)
+    run.ended_at = ended_at
+    run.end_reason = reason
+    run.save(update_fields=["ended_at", "end_reason"])
+    charge_until_watermark(run=run, since=ended_at, sign=-1.0)
+    return True
