@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 
 MAX_ACCOUNT_LENGTH = 64
 PORTAL_ORGANIZATION = "portal"  # sacctmgr Organization of every account the mirror manages
@@ -35,3 +36,126 @@ def path_for_account(name: str, descriptions: dict[str, str] | None = None) -> s
     if is_shortened(name) and descriptions and name in descriptions:
         return descriptions[name]
     return name.replace(".", "/")
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmAssociation:
+    """One row of `sacctmgr show assoc`: an account's own row has user ""."""
+
+    account: str
+    user: str
+    parent: str
+    closed: bool  # GrpSubmitJobs=0: no new job may be submitted or started under it
+
+
+@dataclass(frozen=True, slots=True)
+class WantedAccount:
+    name: str
+    path: str
+    parent: str  # parent account name; "root" for the top of the tree
+    users: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorReport:
+    created: tuple[str, ...] = ()
+    moved: tuple[str, ...] = ()
+    reopened: tuple[str, ...] = ()
+    closed: tuple[str, ...] = ()
+    users_added: tuple[str, ...] = ()  # "account:user"
+
+
+def parse_associations(text: str) -> tuple[SlurmAssociation, ...]:
+    """`sacctmgr -n -P show assoc format=account,user,parentname,grpsubmit` into plain rows."""
+    rows = []
+    for line in text.splitlines():
+        account, user, parent, grp_submit = (line.split("|") + ["", "", "", ""])[:4]
+        rows.append(SlurmAssociation(account, user, parent, closed=grp_submit.strip() == "0"))
+    return tuple(sorted(rows, key=lambda row: (row.account, row.user)))
+
+
+def parse_portal_accounts(text: str) -> frozenset[str]:
+    """Names of accounts the mirror manages, from `show account format=account,organization`."""
+    pairs = (line.split("|") for line in text.splitlines() if "|" in line)
+    return frozenset(name for name, organization, *_ in pairs if organization == PORTAL_ORGANIZATION)
+
+
+def wanted_accounts(*, cluster) -> tuple[WantedAccount, ...]:  # noqa: ANN001 - scheduling.models.Cluster
+    """Every live budget node as an account, parents first; users: members plus the cluster's
+    ``backend_settings["slurm_users"]`` (default ["root"], so the portal itself may submit)."""
+    from budgets.models import BudgetNode, Membership
+
+    extra_users = tuple((cluster.backend_settings or {}).get("slurm_users", ["root"]))
+    members: dict[int, set[str]] = {}
+    for node_id, username in Membership.objects.values_list("node_id", "user__username"):
+        members.setdefault(node_id, set()).add(username)
+    nodes = BudgetNode.objects.filter(archived=False).select_related("parent").order_by("path")
+    return tuple(
+        WantedAccount(
+            name=account_name(node.path),
+            path=node.path,
+            parent=account_name(node.parent.path) if node.parent_id else "root",
+            users=tuple(sorted(set(extra_users) | members.get(node.id, set()))),
+        )
+        for node in sorted(nodes, key=lambda node: (node.path.count("/"), node.path))
+    )
+
+
+def mirror_accounts(*, cluster, cli=None) -> MirrorReport:  # noqa: ANN001 - Cluster, SlurmCli
+    """Make Slurm's account tree match the budget tree: create and move accounts, add users, and
+    close (GrpSubmitJobs=0 GrpJobs=0, never delete: accounting keeps its history) accounts whose
+    budget node was archived or removed; reopen them if they come back."""
+    from .slurm import SlurmCli, SlurmSettings
+
+    cli = cli or SlurmCli(SlurmSettings.from_mapping(cluster.backend_settings or {}))
+    sacctmgr = lambda *args: cli.run("sacctmgr", "-i", *args)  # noqa: E731
+    wanted = wanted_accounts(cluster=cluster)
+    current = parse_associations(
+        cli.run("sacctmgr", "-n", "-P", "show", "assoc", "format=account,user,parentname,grpsubmit")
+    )
+    ours = parse_portal_accounts(
+        cli.run("sacctmgr", "-n", "-P", "show", "account", "format=account,organization")
+    )
+    report = _mirror_wanted(wanted, current, sacctmgr)
+    closed = _close_departed(wanted, current, ours, sacctmgr)
+    return MirrorReport(**{**_as_dict(report), "closed": closed})
+
+
+def _mirror_wanted(wanted, current, sacctmgr) -> MirrorReport:  # noqa: ANN001
+    own_rows = {row.account: row for row in current if not row.user}
+    user_rows = {(row.account, row.user) for row in current if row.user}
+    created, moved, reopened, users_added = [], [], [], []
+    for account in wanted:
+        row = own_rows.get(account.name)
+        if row is None:
+            sacctmgr(
+                "add", "account", account.name, f"parent={account.parent}",
+                f"description={account.path}", f"organization={PORTAL_ORGANIZATION}",
+            )  # fmt: skip
+            created.append(account.name)
+        elif row.parent != account.parent:
+            sacctmgr("modify", "account", "where", f"name={account.name}", "set", f"parent={account.parent}")
+            moved.append(account.name)
+        if row is not None and row.closed:
+            sacctmgr(
+                "modify", "account", "where", f"name={account.name}", "set", "GrpSubmitJobs=-1", "GrpJobs=-1"
+            )
+            reopened.append(account.name)
+        for user in account.users:
+            if (account.name, user) not in user_rows:
+                sacctmgr("add", "user", user, f"account={account.name}")
+                users_added.append(f"{account.name}:{user}")
+    return MirrorReport(tuple(created), tuple(moved), tuple(reopened), (), tuple(users_added))
+
+
+def _close_departed(wanted, current, ours, sacctmgr) -> tuple[str, ...]:  # noqa: ANN001
+    wanted_names = {account.name for account in wanted}
+    open_rows = {row.account for row in current if not row.user and not row.closed}
+    departed = sorted((ours & open_rows) - wanted_names)
+    for name in departed:
+        sacctmgr("modify", "account", "where", f"name={name}", "set", "GrpSubmitJobs=0", "GrpJobs=0")
+    return tuple(departed)
+
+
+def _as_dict(report: MirrorReport) -> dict:
+    return {name: getattr(report, name) for name in report.__slots__}
