@@ -20,6 +20,7 @@ from budgets.models import Allocation, BudgetChange, BudgetNode
 from scheduling.models import Cluster
 
 MAX_GPUS = Decimal("99999999.99")  # what Allocation.gpus (10 digits, 2 decimals) can hold
+CENT = Decimal("0.01")
 
 
 def node_create(*, actor: AbstractBaseUser | None, parent: BudgetNode | None, name: str) -> BudgetNode:
@@ -104,7 +105,7 @@ def allocation_set(
         allocation, _ = Allocation.objects.select_for_update().get_or_create(node=node, cluster=cluster)
         if allocation.gpus == amount:
             return allocation
-        old = allocation.gpus
+        old = Decimal(allocation.gpus).quantize(CENT)
         allocation.gpus = amount
         allocation.save(update_fields=["gpus", "updated_at"])
         _record(node=node, actor=actor, field="gpus", old=old, new=amount, reason=reason, cluster=cluster)
@@ -166,10 +167,10 @@ def _parse_gpus(value: Decimal | str, errors: dict[str, str]) -> Decimal:
         errors["gpus"] = "GPUs cannot be negative."
     elif amount > MAX_GPUS:
         errors["gpus"] = "That is more GPUs than any cluster holds."
-    elif amount != amount.quantize(Decimal("0.01")):
+    elif amount != amount.quantize(CENT):
         errors["gpus"] = "Use at most two decimals."
     else:
-        return amount.quantize(Decimal("0.01"))
+        return amount.quantize(CENT)
     return Decimal(0)
 
 

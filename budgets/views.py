@@ -5,6 +5,7 @@ the tree changed); without it, the same actions work with plain forms and redire
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -187,7 +188,7 @@ def _panel_context(
     row = tree.row_for(node.pk)
     targets = selectors.move_targets(tree=tree, node=node)
     defaults = {
-        "allocation_form": AllocationForm(initial={"gpus": row.gpus if row else 0}),
+        "allocation_form": AllocationForm(initial={"gpus": _plain(row.gpus) if row else "0"}),
         "rename_form": NameForm(initial={"name": node.name}),
         "move_form": MoveForm(targets=targets),
         "child_form": NameForm(),
@@ -203,3 +204,8 @@ def _panel_context(
         **defaults,
         **forms,
     }
+
+
+def _plain(gpus: Decimal) -> str:
+    """123.00 -> "123", 12.50 -> "12.5": what a person would type."""
+    return f"{gpus.normalize():f}" if gpus else "0"
