@@ -31,13 +31,13 @@ from scheduling.dispatch import dispatch
 from scheduling.locks import pass_claim
 from scheduling.models import Cluster, PassStatus, SchedulingPass
 from scheduling.persist import persist_backend_unavailable, persist_plan
-from scheduling.policy import Plan, PolicyConfig, Snapshot
+from scheduling.policy import Plan, PolicyConfig, Snapshot, plan
 from scheduling.reconcile import reconcile
 from scheduling.snapshot import funded_allocation_ids, snapshot_read
 
 logger = logging.getLogger(__name__)
 
-Planner = Callable[[Snapshot, PolicyConfig, float], Plan]
+Planner = Callable[[Snapshot, float, PolicyConfig], Plan]  # the signature of scheduling.policy.plan
 
 
 @dataclass(frozen=True)
@@ -47,12 +47,6 @@ class PassOutcome:
     ran: bool
     pass_id: int | None = None
     status: str = ""
-
-
-def default_planner(snapshot: Snapshot, config: PolicyConfig, now: float) -> Plan:
-    from scheduling.policy import plan
-
-    return plan(snapshot, config, now=now)
 
 
 @contextmanager
@@ -81,7 +75,7 @@ def run_pass(
         now = now or timezone.now()
         backend = backend or backend_for(cluster, clock=now.timestamp)
         record = _pass_begin(cluster=cluster, now=now)
-        _pass_run(record, cluster=cluster, backend=backend, planner=planner or default_planner, now=now)
+        _pass_run(record, cluster=cluster, backend=backend, planner=planner or plan, now=now)
         return PassOutcome(ran=True, pass_id=record.pk, status=record.status)
 
 
@@ -131,10 +125,10 @@ def _phases(
         inputs = snapshot_read(cluster=cluster, now=now, backend_name=getattr(backend, "name", "backend"))
     # 3. Plan
     with phase(record, "plan"):
-        plan = planner(inputs.snapshot, inputs.config, now.timestamp())
+        decided = planner(inputs.snapshot, now.timestamp(), inputs.config)
     # 4. Persist
     with phase(record, "persist"), transaction.atomic():
-        persist_plan(record=record, cluster=cluster, inputs=inputs, plan=plan, now=now)
+        persist_plan(record=record, cluster=cluster, inputs=inputs, plan=decided, now=now)
     # 5. Dispatch
     with phase(record, "dispatch"):
         dispatch(record=record, cluster=cluster, backend=backend, now=now)

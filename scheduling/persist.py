@@ -7,6 +7,8 @@ ESTIMATE_SLACK), so a quiet queue of 50,000 costs one read and almost no writes.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection
@@ -57,9 +59,23 @@ def persist_plan(
     record.running_count = len(inputs.snapshot.running)
     record.started_count, record.preempted_count = len(plan.starts), len(plan.preemptions)
     record.reserved_count = len(plan.reservations)
-    record.fair_share = {path: round(ratio, 4) for path, ratio in plan.fair_share.items() if ratio == ratio}
+    record.fair_share = {path: _finite(ratio) for path, ratio in plan.fair_share.items()}
     record.plan_timings_ms = {name: round(ms, 3) for name, ms in plan.timings_ms.items()}
     record.save()
+
+
+def _finite(value: object) -> object:
+    """JSON has no infinity or NaN: store None (e.g. a fair-share ratio with no budget share)."""
+    if isinstance(value, float):
+        return round(value, 4) if math.isfinite(value) else None
+    return value
+
+
+def _json_safe(params: Mapping, cleaned: dict[int, dict]) -> dict:
+    key = id(params)
+    if key not in cleaned:
+        cleaned[key] = {name: _finite(value) for name, value in params.items()}
+    return cleaned[key]
 
 
 def _decisions(*, record: SchedulingPass, cluster: Cluster, plan: Plan, now: datetime) -> list[Decision]:

@@ -66,6 +66,11 @@ def build_lab() -> SimpleNamespace:
     )
 
 
+@pytest.fixture(autouse=True)
+def fast_passwords(settings) -> None:  # noqa: ANN001
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def lab(db) -> SimpleNamespace:  # noqa: ANN001
     return build_lab()

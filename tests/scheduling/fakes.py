@@ -5,7 +5,7 @@ from __future__ import annotations
 from scheduling.policy import PendingReason, Plan, PolicyConfig, ReasonCode, Snapshot, Start
 
 
-def fifo_planner(snapshot: Snapshot, config: PolicyConfig, now: float) -> Plan:
+def fifo_planner(snapshot: Snapshot, now: float, config: PolicyConfig) -> Plan:
     """Start pending work in (submitted, id) order on the fullest node that fits; no preemption."""
     free = {node.name: node.gpus for node in snapshot.nodes if node.healthy}
     for running in snapshot.running:

@@ -1,0 +1,106 @@
+"""Reads for the live scheduler: workloads with their reasons, waits, and the access-checked getter."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import Http404
+
+from budgets.access import role_on
+from budgets.models import Role
+from scheduling.models import AllocationHour, Cluster, Run, SchedulingPass, Workload
+
+LIST_FILTERS = {
+    "cluster": "cluster__slug",
+    "allocation": "allocation__path",
+    "user": "user_name",
+    "state": "state",
+    "class": "workload_class",
+    "workload_class": "workload_class",
+}
+
+
+def workload_list(*, filters: Mapping[str, str] | None = None) -> QuerySet[Workload]:
+    """Workloads with everything a list row shows joined in (one query, whatever the page size).
+
+    ``filters`` keys: cluster (slug), allocation (path), user (name), state, class.
+    Every signed-in user may read the queue: like budgets, it is public inside the lab.
+    """
+    queryset = Workload.objects.select_related("cluster", "allocation", "pending_reason")
+    for key, value in (filters or {}).items():
+        if key in LIST_FILTERS and value:
+            queryset = queryset.filter(**{LIST_FILTERS[key]: value})
+    return queryset.order_by("-submitted_at", "-id")
+
+
+def may_act_on(user: AbstractBaseUser | AnonymousUser, workload: Workload) -> bool:
+    """Cancel / hold / release: the owner, a manager of the workload's allocation (or above), staff."""
+    if not user.is_authenticated:
+        return False
+    if user.is_staff or (workload.owner_id is not None and workload.owner_id == user.pk):
+        return True
+    return workload.allocation is not None and role_on(user, workload.allocation) == Role.MANAGER
+
+
+def workload_get_for_user(
+    *, user: AbstractBaseUser | AnonymousUser, workload_id: object, act: bool = False
+) -> Workload:
+    """The one access-checked getter: 404 when it does not exist, PermissionDenied to act without right."""
+    try:
+        workload = workload_list().get(pk=int(str(workload_id)))
+    except (Workload.DoesNotExist, ValueError):
+        raise Http404("No such workload.") from None
+    if act and not may_act_on(user, workload):
+        raise PermissionDenied("Only the owner, a manager of its allocation or on-call staff may do that.")
+    return workload
+
+
+def workload_runs(*, workload: Workload) -> QuerySet[Run]:
+    return workload.runs.order_by("attempt")
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    """Nearest-rank percentile (fraction in 0..1); None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def wait_times(*, cluster: Cluster, since: datetime) -> dict[str, dict[str, float | int | None]]:
+    """Wait p50 / p90 in seconds per workload class for runs started since ``since``.
+
+    First attempts measure submit -> first start; later attempts requeue -> restart (``restart_*``).
+    """
+    by_class: dict[str, dict[str, list[float]]] = {}
+    rows = Run.objects.filter(cluster=cluster, started_at__gte=since).values_list(
+        "workload__workload_class", "attempt", "wait_s"
+    )
+    for workload_class, attempt, wait_s in rows:
+        kind = "first" if attempt == 1 else "restart"
+        by_class.setdefault(workload_class, {"first": [], "restart": []})[kind].append(wait_s)
+    return {
+        workload_class: {
+            "count": len(waits["first"]),
+            "p50_s": percentile(waits["first"], 0.5),
+            "p90_s": percentile(waits["first"], 0.9),
+            "restart_count": len(waits["restart"]),
+            "restart_p50_s": percentile(waits["restart"], 0.5),
+            "restart_p90_s": percentile(waits["restart"], 0.9),
+        }
+        for workload_class, waits in sorted(by_class.items())
+    }
+
+
+def allocation_hours(*, cluster: Cluster, since: datetime) -> QuerySet[AllocationHour]:
+    """Hourly used / delivered / owed GPU-seconds per allocation on a cluster since a time."""
+    return AllocationHour.objects.filter(cluster=cluster, hour__gte=since).select_related("allocation")
+
+
+def latest_pass(*, cluster: Cluster) -> SchedulingPass | None:
+    return SchedulingPass.objects.filter(cluster=cluster).order_by("-started_at", "-id").first()
