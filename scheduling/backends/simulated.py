@@ -110,17 +110,19 @@ class SimulatedBackend:
         self.cluster = cluster
         self.clock = clock
 
-    def _check_available(self) -> None:
-        settings = (
-            Cluster.objects.filter(pk=self.cluster.pk).values_list("backend_settings", flat=True).first()
-        )
-        if (settings or {}).get("unavailable"):
+    def _check_available(self, delay_key: str) -> None:
+        """``backend_settings`` knobs for tests and demos: ``unavailable`` and per-call delays in seconds."""
+        query = Cluster.objects.filter(pk=self.cluster.pk).values_list("backend_settings", flat=True)
+        settings = query.first() or {}
+        if settings.get("unavailable"):
             raise BackendUnavailable(f"the simulated cluster {self.cluster.name} is switched off")
+        if settings.get(delay_key):
+            time.sleep(float(settings[delay_key]))
 
     # --- observe ---------------------------------------------------------------------------------------
 
     def observe(self) -> ClusterState:
-        self._check_available()
+        self._check_available("observe_delay_s")
         simulated_nodes_seed(cluster=self.cluster)
         now = self.clock()
         nodes = list(SimulatedNode.objects.filter(cluster=self.cluster))
@@ -187,9 +189,12 @@ class SimulatedBackend:
 
     # --- apply -------------------------------------------------------------------------------------------
 
-    @transaction.atomic
     def apply(self, actions: list[Action]) -> None:
-        self._check_available()
+        self._check_available("apply_delay_s")
+        with transaction.atomic():
+            self._apply(actions)
+
+    def _apply(self, actions: list[Action]) -> None:
         now = self.clock()
         for action in actions:
             if isinstance(action, StartAction):
