@@ -20,7 +20,9 @@ class AllocationForm(forms.Form):
     gpus = forms.CharField(
         label="GPUs", max_length=20, widget=forms.TextInput(attrs={"inputmode": "decimal"})
     )
-    reason = forms.CharField(max_length=500, required=False)
+    reason = forms.CharField(
+        max_length=500, required=False, widget=forms.TextInput(attrs={"placeholder": "Why? e.g. new 70B run"})
+    )
 
 
 class MoveForm(forms.Form):
