@@ -1,0 +1,43 @@
+"""Two passes for the same cluster started at once: exactly one runs."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+
+from scheduling.models import SchedulingPass
+from scheduling.passes import PassOutcome, run_pass
+from tests.scheduling.conftest import build_lab
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_passes_started_at_once_for_one_cluster_run_exactly_once():
+    lab = build_lab()
+    lab.main.backend_settings = {"observe_delay_s": 1.0}  # keep the first pass busy while the second tries
+    lab.main.save()
+    outcomes: list[PassOutcome] = []
+    barrier = threading.Barrier(2)
+
+    def one_pass() -> None:
+        try:
+            barrier.wait()
+            outcomes.append(run_pass(cluster_id=lab.main.pk))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=one_pass) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(outcome.ran for outcome in outcomes) == [False, True]
+    assert SchedulingPass.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_claim_is_released_when_a_pass_ends_so_the_next_one_runs():
+    lab = build_lab()
+    assert run_pass(cluster_id=lab.main.pk).ran
+    assert run_pass(cluster_id=lab.main.pk).ran
