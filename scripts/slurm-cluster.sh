@@ -94,7 +94,13 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   return slurm.SUCCESS
 end
 
+-- Users may hold their own jobs but never release them (a release is a priority change).
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  if modify_uid ~= 0 and job_desc.priority ~= nil and job_desc.priority ~= slurm.NO_VAL
+     and job_desc.priority ~= 0 then
+    slurm.log_user("jobs start when the GPU portal admits them: only the portal releases a job")
+    return slurm.ERROR
+  end
   return slurm.SUCCESS
 end
 EOF

@@ -67,6 +67,7 @@ JOB_STATES = {
     "BOOT_FAIL": JobState.FAILED,
     "NODE_FAIL": JobState.NODE_FAILURE,
 }
+ATTEMPT_KEY = "portal_attempt"
 ENDED = frozenset({JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED, JobState.NODE_FAILURE})
 # Words in a failed command's stderr that mean "the controller is not answering", not "bad request".
 UNREACHABLE_MARKERS = (
@@ -145,15 +146,18 @@ class SlurmBackend:
 
     # -- reading ---------------------------------------------------------------------------------
 
+    # 22.05's --json ignores squeue's and sinfo's filters (-p, -j, -t): we filter here.
+
     def nodes(self) -> tuple[SlurmNode, ...]:
-        args = ["sinfo", "--json"] + (["-p", self.settings.partition] if self.settings.partition else [])
-        return _parsed(parse_sinfo, self.cli.run(*args))
+        nodes = _parsed(parse_sinfo, self.cli.run("sinfo", "--json"))
+        partition = self.settings.partition
+        return tuple(node for node in nodes if not partition or partition in node.partitions)
 
     def jobs(self) -> tuple[SlurmJob, ...]:
         """Pending, running and recently ended jobs (ended ones stay for slurm.conf's MinJobAge)."""
-        args = ["squeue", "--json", "-a", "-t", "all"]
-        args += ["-p", self.settings.partition] if self.settings.partition else []
-        return _parsed(parse_squeue, self.cli.run(*args))
+        jobs = _parsed(parse_squeue, self.cli.run("squeue", "--json", "-a", "-t", "all"))
+        partition = self.settings.partition
+        return tuple(job for job in jobs if not partition or job.partition == partition)
 
     def runs(self, *, since: float) -> tuple[SlurmRun, ...]:
         """Accounting rows (one per run, requeues included) of jobs active since ``since``."""
@@ -176,7 +180,7 @@ class SlurmBackend:
         )
 
     def observed_job(self, job: SlurmJob) -> ObservedJob:
-        state = JOB_STATES.get(job.state, JobState.WAITING)
+        state = observed_state(job)
         ran = state is JobState.RUNNING or (state in ENDED and bool(job.nodes))
         keys = parse_comment(job.comment)
         workload = keys.get("workload", "")
@@ -184,9 +188,9 @@ class SlurmBackend:
             ref=str(job.job_id),
             state=state,
             workload_id=int(workload) if workload.isdigit() else None,
-            attempt=job.restarts,
-            nodes=expand_hostlist(job.nodes) if ran else (),
-            started_at=job.started_at if ran else None,
+            attempt=attempt(job),
+            nodes=expand_hostlist(job.nodes or job.required_nodes) if ran else (),
+            started_at=job.started_at if ran and job.state != "PENDING" else None,
             ended_at=job.ended_at if state in ENDED else None,
             account=path_for_account(job.account, self._account_paths),
             user=keys.get("user") or job.user,
@@ -235,22 +239,23 @@ class SlurmBackend:
                 logger.warning("Slurm refused %s on job %s: %s", type(action).__name__, action.ref, error)
 
     def _apply_one(self, action: Action, job: SlurmJob) -> None:
-        state = JOB_STATES.get(job.state, JobState.WAITING)
+        state = observed_state(job)
         if state in ENDED:
             return
         if isinstance(action, StartAction):
             if state is JobState.WAITING:
-                self.start(job, action.placement)
+                self.start(job, action.placement, attempt=action.attempt)
         elif isinstance(action, PreemptAction) and action.requeue:
             if state is JobState.RUNNING:
                 self.cli.run("scontrol", "requeuehold", str(job.job_id))
         elif isinstance(action, PreemptAction | CancelAction):
             self.cli.run("scancel", str(job.job_id))
 
-    def start(self, job: SlurmJob, placement: tuple[tuple[str, int], ...]) -> None:
-        """Pin the job to the placement's nodes, make it eligible now, and release it."""
+    def start(self, job: SlurmJob, placement: tuple[tuple[str, int], ...], *, attempt: int) -> None:
+        """Pin the job to the placement's nodes, make it eligible now, mark the attempt, release it."""
         nodes = sorted(node for node, _gpus in placement)
         update = ["scontrol", "update", f"JobId={job.job_id}", f"NodeList={','.join(nodes)}", "StartTime=now"]
+        update.append(f"AdminComment={ATTEMPT_KEY}={attempt}")
         if len(nodes) != job.node_count:
             update.append(f"NumNodes={len(nodes)}")
         if self.resumable(job, parse_comment(job.comment)) and not job.requeue:
@@ -282,6 +287,30 @@ class SlurmBackend:
         if request.max_runtime_s:
             arguments.append(f"--time={max(1, round(request.max_runtime_s / 60))}")
         return [*arguments, f"--wrap={request.metadata.get('command', 'sleep infinity')}"]
+
+
+def portal_attempt(job: SlurmJob) -> int | None:
+    value = parse_comment(job.admin_comment).get(ATTEMPT_KEY, "")
+    return int(value) if value.isdigit() else None
+
+
+def attempt(job: SlurmJob) -> int:
+    """The portal's attempt number of the job's current or last run (1 for the first start).
+
+    It is the one the portal wrote when it released the job; a job it never started counts the
+    runs Slurm has made (restart count + 1).
+    """
+    written = portal_attempt(job)
+    return written if written is not None else job.restarts + 1
+
+
+def observed_state(job: SlurmJob) -> JobState:
+    """Slurm's job state in the portal's words. A job the portal released that Slurm has not
+    started yet (its pinned nodes are still being freed) is admitted: it counts as running there."""
+    state = JOB_STATES.get(job.state, JobState.WAITING)
+    if state is JobState.WAITING and not job.held and portal_attempt(job) is not None:
+        return JobState.RUNNING
+    return state
 
 
 def _parsed(parse, text: str):  # noqa: ANN001, ANN202 - one of the slurm_parse.parse_* functions

@@ -30,6 +30,7 @@ class SlurmNode:
     state: str  # sinfo's base state, lower case: idle, mixed, allocated, down, ...
     flags: tuple[str, ...]  # DRAIN, NOT_RESPONDING, ...
     reason: str
+    partitions: tuple[str, ...] = ()
 
     @property
     def healthy(self) -> bool:
@@ -64,6 +65,8 @@ class SlurmJob:
     requeue: bool  # submitted with --requeue (or JobRequeue=1)
     held: bool  # priority 0: waiting for the portal
     comment: str
+    admin_comment: str = ""  # the portal writes "portal_attempt=N" here when it starts the job
+    partition: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +142,7 @@ def node_from_json(data: dict) -> SlurmNode:
         state=str(data.get("state", "unknown")).lower(),
         flags=tuple(str(flag).upper() for flag in data.get("state_flags") or ()),
         reason=data.get("reason") or "",
+        partitions=tuple(data.get("partitions") or ()),
     )
 
 
@@ -164,6 +168,8 @@ def job_from_json(data: dict) -> SlurmJob:
         requeue=bool(data.get("requeue")),
         held=data.get("priority") == 0,
         comment=data.get("comment") or "",
+        admin_comment=data.get("admin_comment") or "",
+        partition=data.get("partition") or "",
     )
 
 

@@ -45,9 +45,10 @@ class TestSlurm:
         self.settings = SlurmSettings(slurm_conf=SLURM_CONF, timeout_s=15, default_min_runtime_s=0)
         self.backend = SlurmBackend(self.settings)
 
-    def sbatch(self, *args: str, seconds: int = 120) -> str:
-        """Submit the usual way (no --hold); returns the job id."""
-        output = slurm_command("sbatch", "--parsable", "--output=/dev/null", "--chdir=/tmp", *args,
+    def sbatch(self, *args: str, seconds: int = 120, user: str = "root") -> str:
+        """Submit the usual way (no --hold), as ``user``; returns the job id."""
+        as_user = ("runuser", "-u", user, "--") if user != "root" else ()
+        output = slurm_command(*as_user, "sbatch", "--parsable", "--output=/dev/null", "--chdir=/tmp", *args,
                                f"--wrap=sleep {seconds}")  # fmt: skip
         return output.strip().split(";")[0]
 
@@ -81,7 +82,8 @@ class TestSlurm:
                 slurm_command(
                     "sacctmgr", "-i", "add", "account", name, f"parent={parent}", "organization=tests"
                 )
-                slurm_command("sacctmgr", "-i", "add", "user", "root", f"account={name}")
+        accounts = ",".join(TEST_ACCOUNTS)
+        slurm_command("sacctmgr", "-i", "add", "user", "root,nobody", f"account={accounts}", check=False)
 
     def clean(self) -> None:
         """Cancel every job and return every node to service, so tests do not see each other."""

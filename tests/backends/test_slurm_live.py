@@ -21,8 +21,8 @@ from .conftest import SLURM_CONF, slurm_command
 pytestmark = pytest.mark.slurm
 
 
-def start(slurm, job_id, *placement, workload_id=1):
-    slurm.backend.apply([StartAction(workload_id=workload_id, ref=job_id, attempt=0, placement=placement)])
+def start(slurm, job_id, *placement, attempt=1):
+    slurm.backend.apply([StartAction(workload_id=1, ref=job_id, attempt=attempt, placement=placement)])
 
 
 def test_a_plain_sbatch_never_starts_by_itself(slurm):
@@ -41,6 +41,29 @@ def test_a_started_job_runs_exactly_on_the_node_the_portal_chose(slurm):
     assert slurm.wait_for_state(job, "RUNNING") == "n3"
     observed = slurm.observed(job)
     assert observed.state is JobState.RUNNING and observed.nodes == ("n3",)
+
+
+def test_a_released_job_waiting_for_its_pinned_node_counts_as_running_there(slurm):
+    blocker = slurm.sbatch("--account=lab.nlp", "--gres=gpu:8")
+    start(slurm, blocker, ("n1", 8))
+    slurm.wait_for_state(blocker, "RUNNING")
+    job = slurm.sbatch("--account=lab.nlp", "--gres=gpu:2")
+
+    start(slurm, job, ("n1", 2))
+
+    time.sleep(2)
+    assert slurm.squeue(job)[0] == "PENDING"
+    observed = slurm.observed(job)
+    assert (observed.state, observed.nodes, observed.started_at) == (JobState.RUNNING, ("n1",), None)
+
+
+def test_a_user_cannot_release_their_own_job(slurm):
+    job = slurm.sbatch("--account=lab.nlp", "--gres=gpu:1", user="nobody")
+
+    slurm_command("runuser", "-u", "nobody", "--", "scontrol", "release", job, check=False)
+
+    time.sleep(2)
+    assert slurm.squeue(job) == ("PENDING", "")
 
 
 def test_starting_twice_is_harmless(slurm):
@@ -67,14 +90,15 @@ def test_preempted_resumable_work_waits_held_for_the_portal_and_restarts_where_i
     start(slurm, job, ("n1", 4))
     slurm.wait_for_state(job, "RUNNING")
 
-    slurm.backend.apply([PreemptAction(workload_id=1, ref=job, attempt=0, requeue=True)])
+    slurm.backend.apply([PreemptAction(workload_id=1, ref=job, attempt=1, requeue=True)])
     slurm.wait_for_state(job, "PENDING")
     time.sleep(3)
     assert slurm.squeue(job) == ("PENDING", "")
-    assert slurm.observed(job).attempt == 1
+    assert (slurm.observed(job).state, slurm.observed(job).attempt) == (JobState.WAITING, 1)
 
-    start(slurm, job, ("n2", 4))
+    start(slurm, job, ("n2", 4), attempt=2)
     assert slurm.wait_for_state(job, "RUNNING", timeout=20) == "n2"
+    assert slurm.observed(job).attempt == 2
 
 
 def test_preempted_work_that_cannot_resume_is_cancelled_and_observed_as_ended(slurm):
@@ -82,7 +106,7 @@ def test_preempted_work_that_cannot_resume_is_cancelled_and_observed_as_ended(sl
     start(slurm, job, ("n1", 4))
     slurm.wait_for_state(job, "RUNNING")
 
-    slurm.backend.apply([PreemptAction(workload_id=1, ref=job, attempt=0, requeue=False)])
+    slurm.backend.apply([PreemptAction(workload_id=1, ref=job, attempt=1, requeue=False)])
 
     slurm.wait_for_state(job, "CANCELLED")
     observed = slurm.observed(job)
@@ -143,9 +167,9 @@ def test_accounting_has_one_run_per_start_of_a_requeued_job(slurm):
     job = slurm.sbatch("--account=lab.nlp", "--gres=gpu:1", "--requeue")
     start(slurm, job, ("n1", 1))
     slurm.wait_for_state(job, "RUNNING")
-    slurm.backend.apply([PreemptAction(workload_id=1, ref=job, attempt=0, requeue=True)])
+    slurm.backend.apply([PreemptAction(workload_id=1, ref=job, attempt=1, requeue=True)])
     slurm.wait_for_state(job, "PENDING")
-    start(slurm, job, ("n3", 1))
+    start(slurm, job, ("n3", 1), attempt=2)
     slurm.wait_for_state(job, "RUNNING")
 
     def runs():
@@ -163,7 +187,7 @@ def test_a_stopped_controller_is_backend_unavailable_and_nothing_is_lost_when_it
         with pytest.raises(BackendUnavailable):
             impatient.observe()
         with pytest.raises(BackendUnavailable):
-            impatient.apply([StartAction(workload_id=1, ref=job, attempt=0, placement=(("n1", 1),))])
+            impatient.apply([StartAction(workload_id=1, ref=job, attempt=1, placement=(("n1", 1),))])
     finally:
         start_controller(slurm)
 

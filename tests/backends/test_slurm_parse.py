@@ -139,7 +139,7 @@ def test_a_natively_submitted_job_brings_account_path_min_runtime_and_resumabili
 
     assert train.workload_id is None and train.state is JobState.WAITING
     assert (train.account, train.user, train.gpus) == ("ai2/nlp", "root", 4)
-    assert (train.min_runtime_s, train.resumable, train.attempt) == (7200, True, 1)
+    assert (train.min_runtime_s, train.resumable, train.attempt) == (7200, True, 2)
 
 
 def test_a_job_without_a_min_runtime_gets_the_cluster_default_and_is_not_resumable_without_requeue():
@@ -173,10 +173,10 @@ def applied(*actions):
 
 
 def test_starting_a_held_gang_pins_its_nodes_makes_it_eligible_now_and_releases_it():
-    commands = applied(StartAction(workload_id=7, ref="3", attempt=0, placement=(("n3", 8), ("n1", 8))))
+    commands = applied(StartAction(workload_id=7, ref="3", attempt=1, placement=(("n3", 8), ("n1", 8))))
 
     assert commands == [
-        ("scontrol", "update", "JobId=3", "NodeList=n1,n3", "StartTime=now"),
+        ("scontrol", "update", "JobId=3", "NodeList=n1,n3", "StartTime=now", "AdminComment=portal_attempt=1"),
         ("scontrol", "release", "3"),
     ]
 
