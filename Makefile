@@ -39,5 +39,12 @@ browsers:
 system-deps: browsers
 	@command -v docker-compose >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; }
 
+## make slurm-up / slurm-down: the real Slurm test cluster (4 nodes x 8 GPUs; root; see README)
+slurm-up:
+	@bash scripts/slurm-cluster.sh start
+
+slurm-down:
+	@bash scripts/slurm-cluster.sh stop
+
 clean:
 	rm -rf $(VENV) var staticfiles test-artifacts .pytest_cache
