@@ -90,6 +90,10 @@ class FreeIndex:
             return sorted(self.buckets)
         return [gpu_type] if gpu_type in self.buckets else []
 
+    def largest(self, gpu_type: str | None) -> int:
+        """The most GPUs any one node of this type (any type for None) has."""
+        return max((len(self.buckets[kind]) - 1 for kind in self.types_for(gpu_type)), default=0)
+
     def free_gpus(self, gpu_type: str | None) -> int:
         return sum(self.free_by_type[t] for t in self.types_for(gpu_type))
 

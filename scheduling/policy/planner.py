@@ -12,6 +12,7 @@ on names or ids, and nothing reads a clock or a random source except the timers.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from operator import attrgetter
@@ -19,11 +20,12 @@ from types import MappingProxyType
 
 from scheduling.policy import reasons
 from scheduling.policy.placement import FreeIndex, Shape
-from scheduling.policy.preemption import choose_victims
+from scheduling.policy.preemption import VictimPool, choose_victims
 from scheduling.policy.queues import FairShareQueue, StaticQueue, priority_key, submit_key
 from scheduling.policy.ranking import FairTree
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
 from scheduling.policy.types import (
+    PendingReason,
     PendingWorkload,
     Placement,
     Plan,
@@ -42,7 +44,13 @@ def plan(snapshot: Snapshot, now: float, config: PolicyConfig) -> Plan:
     """Decide starts, preemptions and reservations for one pass, and explain what stays pending."""
     if not snapshot.backend_available:
         return _backend_unavailable(snapshot, now)
-    return _Pass(snapshot, now, config).run()
+    collecting = gc.isenabled()
+    gc.disable()  # a pass allocates ~2 objects per pending workload and frees none of them
+    try:
+        return _Pass(snapshot, now, config).run()
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _backend_unavailable(snapshot: Snapshot, now: float) -> Plan:
@@ -71,6 +79,8 @@ class _Pass:
         self.no_preempt: dict[tuple, tuple | None] = {}
         self.feasible: dict[Shape, bool] = {}
         self.fit_at_start: dict[Shape, bool] = {}
+        self.generation = 0  # bumped whenever capacity, standing or the reservation changes
+        self.pools: dict[tuple, tuple[int, VictimPool]] = {}
 
     # -- phases --------------------------------------------------------------------------------
     def run(self) -> Plan:
@@ -118,16 +128,23 @@ class _Pass:
         self.index = FreeIndex(healthy)
         self.reserved = FreeIndex()
         self.occupants: dict[str, list[RunningWorkload]] = {}
-        self.candidates: dict[str, list[RunningWorkload]] = {}  # allocation -> possible victims
+        # (allocation, funded) -> running work that may become a victim, least work lost first
+        self.candidates: dict[tuple[str, bool], list[RunningWorkload]] = {}
         self.used: dict[str, int] = dict.fromkeys(self.tree.limit, 0)
         for workload in self.snapshot.running:
             self._occupy(workload)
             if workload.started_at < self.now:  # never preempt work at the instant it starts
-                self.candidates.setdefault(workload.allocation, []).append(workload)
+                self.candidates.setdefault((workload.allocation, workload.funded), []).append(workload)
+        for running in self.candidates.values():
+            running.sort(key=self._work_lost)
         self.sizes = {}
         for node in healthy:
             self.sizes.setdefault(node.gpu_type, []).append(node.gpus)
         self.initial_free = dict(self.index.free)
+
+    def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:
+        """GPU-seconds a preemption throws away (0 for resumable work: it resumes), then id."""
+        return (0.0 if workload.resumable else workload.gpus * (self.now - workload.started_at), workload.id)
 
     def _occupy(self, workload: RunningWorkload) -> None:
         for name, gpus in workload.placement:
@@ -140,10 +157,88 @@ class _Pass:
 
     # -- admit ---------------------------------------------------------------------------------
     def _admit(self) -> None:
+        """Walk the order, draining the head (allocation, user) queue until something starts.
+
+        A workload like one that already failed (same shape, allocation and contract terms) fails
+        the same way until something changes (``generation``), so it reuses that outcome instead
+        of searching again; that keeps a pass over 100,000 pending workloads cheap.
+        """
+        failed: dict[tuple, tuple[int, tuple]] = {}
+        blocked = self.blocked
+        append = blocked.append
         for queue in self.queues:
-            while (workload := queue.pop()) is not None:
-                if self._consider(workload):
+            misses, checked = 0, -1
+            while (head := queue.head()) is not None:
+                items, taken, started = head[2], 0, False
+                while items:
+                    workload = items.popleft()
+                    taken += 1
+                    signature = (
+                        workload.gpus,
+                        workload.gpus_per_node,
+                        workload.gpu_type,
+                        workload.allocation,
+                        workload.min_runtime_s > 0,
+                        workload.max_runtime_s,
+                        workload.priority,
+                    )
+                    seen = failed.get(signature)
+                    if seen is not None and seen[0] == self.generation:
+                        append((workload, seen[1]))
+                    elif self._consider(workload):
+                        started = True
+                        break
+                    elif blocked[-1][1][0] != "reserved_self":
+                        failed[signature] = (self.generation, blocked[-1][1])
+                queue.consumed(taken)
+                if started:
                     queue.charged()
+                    misses = 0
+                    continue
+                misses += taken
+                if misses >= 32 and checked != self.generation:
+                    checked = self.generation
+                    if self._nothing_more_can_start(queue):
+                        self._leave_untried(queue)
+                        break
+
+    def _nothing_more_can_start(self, queue) -> bool:
+        """No GPU is free (for anyone) and no allocation still queued here may preempt anyone."""
+        if self.index.free_gpus(None) or self.reserved.free_gpus(None):
+            return False
+        if not self.config.preemption or self.config.ordering == "fifo":
+            return True
+        if not self.fairshare:
+            lowest = min((v.priority for running in self.candidates.values() for v in running), default=None)
+            return lowest is None or all(w.priority <= lowest for w in queue.remaining())
+        waiting = [allocation for allocation in queue.allocations() if allocation in self.tree.funded]
+        open_groups = [
+            key for key, running in self.candidates.items() if any(map(self._unprotected, running))
+        ]
+        if any(not funded for _, funded in open_groups):
+            return not waiting
+        return not any(
+            victim_allocation == allocation or self.tree.ranks_at_or_below(victim_allocation, allocation)
+            for allocation in waiting
+            for victim_allocation, _ in open_groups
+        )
+
+    def _unprotected(self, workload: RunningWorkload) -> bool:
+        return not (self.config.contract and workload.funded and workload.protected_until > self.now)
+
+    def _leave_untried(self, queue) -> None:
+        """Queue the rest unexamined: their reasons come from their shape and standing."""
+        blocked, fairshare, funded = self.blocked, self.fairshare, self.tree.funded
+        for workload in queue.remaining():
+            if fairshare and workload.allocation not in funded:
+                key = ("unfunded", workload.allocation)
+            else:
+                key = (
+                    "capacity",
+                    (workload.gpus, workload.gpus_per_node, workload.gpu_type),
+                    workload.allocation,
+                )
+            blocked.append((workload, key))
 
     def _consider(self, workload: PendingWorkload) -> bool:
         """Start ``workload`` (possibly by preempting) or record why it waits; True if it started."""
@@ -212,6 +307,7 @@ class _Pass:
 
     def _start(self, workload: PendingWorkload, placement: Placement, index: FreeIndex) -> None:
         index.take(placement)
+        self.generation += 1
         funded = self._funded(workload)
         protected_until = self.now
         if self._protects(workload):
@@ -255,19 +351,13 @@ class _Pass:
         return not self.fairshare or self._funded(workload)
 
     def _preempt(self, workload: PendingWorkload, shape: Shape) -> tuple[bool, tuple | None]:
-        memo_key = (shape, workload.allocation, workload.user, workload.priority)
+        memo_key = (shape, workload.allocation, workload.priority)
         if memo_key in self.no_preempt:
             return False, self.no_preempt[memo_key]
-        eligible, protected = self._victim_candidates(workload)
-        key = self._victim_key()
-        choice = choose_victims(shape, self.index, self.occupants, eligible, key) if eligible else None
+        pool = self._victim_pool(workload, include_protected=False)
+        choice = None if pool.hopeless(shape, self.index) else choose_victims(shape, self.index, pool)
         if choice is None:
-            blocked_by = None
-            if protected:
-                wider = choose_victims(shape, self.index, self.occupants, eligible + protected, key)
-                if wider is not None:
-                    blocked_by = ("protected", max(victim.protected_until for victim in wider[1]))
-            self.no_preempt[memo_key] = blocked_by
+            self.no_preempt[memo_key] = blocked_by = self._blocked_by_protection(workload, shape, pool)
             return False, blocked_by
         placement, victims = choice
         for victim in victims:
@@ -275,65 +365,80 @@ class _Pass:
         self._start(workload, placement, self.index)
         return True, None
 
-    def _victim_candidates(self, workload: PendingWorkload) -> tuple[list, list]:
-        """(eligible now, eligible but protected) running workloads ``workload`` may preempt."""
-        allowed = self._allowed_victim_test(workload)
-        now, contract = self.now, self.config.contract
-        eligible: list[RunningWorkload] = []
-        protected: list[RunningWorkload] = []
-        for running in self.candidates.values():
-            for victim in running:
-                if not allowed(victim):
-                    continue
-                if contract and victim.funded and victim.protected_until > now:
-                    protected.append(victim)
-                else:
-                    eligible.append(victim)
-        return eligible, protected
+    def _blocked_by_protection(
+        self, workload: PendingWorkload, shape: Shape, pool: VictimPool
+    ) -> tuple | None:
+        """("protected", until) when protected work is all that stands in the way, else None."""
+        wider = self._victim_pool(workload, include_protected=True)
+        if len(wider.ordered) == len(pool.ordered) or wider.hopeless(shape, self.index):
+            return None
+        found = choose_victims(shape, self.index, wider)
+        if found is None:
+            return None
+        return ("protected", max(victim.protected_until for victim in found[1]))
 
-    def _allowed_victim_test(self, workload: PendingWorkload) -> Callable[[RunningWorkload], bool]:
+    def _victim_pool(self, workload: PendingWorkload, include_protected: bool) -> VictimPool:
+        """Who ``workload`` may preempt now, in preemption order, cached until anything changes."""
+        own = (workload.allocation, True) in self.candidates and self.candidates[(workload.allocation, True)]
+        key = (workload.allocation, workload.user if own else None, workload.priority, include_protected)
+        cached = self.pools.get(key)
+        if cached is not None and cached[0] == self.generation:
+            return cached[1]
+        pool = VictimPool(self._ordered_victims(workload, include_protected), self.index, self.occupants)
+        self.pools[key] = (self.generation, pool)
+        return pool
+
+    def _ordered_victims(self, workload: PendingWorkload, include_protected: bool) -> list[RunningWorkload]:
+        """Who ``workload`` may preempt now, in preemption order (see preemption.py)."""
+        allowed = self._allowed_allocations(workload)
+        groups = []
+        for (allocation, funded), running in self.candidates.items():
+            verdict = allowed.get(allocation) if funded else True
+            if running and verdict is not None:
+                groups.append((self._tier(allocation, funded), allocation, funded, verdict, running))
+        groups.sort(key=lambda group: group[:3])
+        now, contract = self.now, self.config.contract
+        ordered = []
+        for _, _, funded, verdict, running in groups:
+            shielded = contract and funded and not include_protected
+            for victim in running:
+                if (verdict is True or verdict(victim)) and not (shielded and victim.protected_until > now):
+                    ordered.append(victim)
         if not self.fairshare:
-            return lambda victim: victim.priority < workload.priority
+            ordered.sort(key=lambda victim: (victim.priority, *self._work_lost(victim)))
+        return ordered
+
+    def _tier(self, allocation: str, funded: bool) -> tuple:
+        """Unfunded first, then the most over-served allocation (largest global usage/budget ratio)."""
+        return (funded, -self._global_ratio(allocation)) if self.fairshare else ()
+
+    def _allowed_allocations(self, workload: PendingWorkload) -> dict:
+        """allocation -> True (its funded work may be preempted) or a per-victim test; absent: no.
+        Unfunded victims are always allowed for a funded preemptor (its caller checks that)."""
+        if not self.fairshare:
+            test = lambda victim: victim.priority < workload.priority  # noqa: E731
+            return {allocation: test for allocation, _ in self.candidates}
         tree, charge = self.tree, workload.gpus * self.charge_s
         tree.charge(workload.allocation, workload.user, charge)
         try:
-            ranks_below = {
-                allocation: tree.ranks_at_or_below(allocation, workload.allocation)
-                for allocation, running in self.candidates.items()
-                if running
+            allowed: dict = {
+                allocation: True
+                for allocation, funded in self.candidates
+                if funded
+                and allocation != workload.allocation
+                and tree.ranks_at_or_below(allocation, workload.allocation)
             }
-            preemptor_user = tree.user_key(workload.allocation, workload.user)
-            user_usage = {
-                victim.user: tree.user_key(workload.allocation, victim.user)
-                for victim in self.candidates.get(workload.allocation, ())
+            mine = tree.user_key(workload.allocation, workload.user)
+            peers = {
+                victim.user
+                for victim in self.candidates.get((workload.allocation, True), ())
+                if victim.user != workload.user and tree.user_key(workload.allocation, victim.user) >= mine
             }
         finally:
             tree.charge(workload.allocation, workload.user, -charge)
-        return lambda victim: (
-            (not victim.funded)
-            or (
-                ranks_below[victim.allocation]
-                and (
-                    victim.allocation != workload.allocation
-                    or (victim.user != workload.user and user_usage[victim.user] >= preemptor_user)
-                )
-            )
-        )
-
-    def _victim_key(self) -> Callable[[RunningWorkload], tuple]:
-        now = self.now
-        if not self.fairshare:
-            return lambda v: (v.priority, 0.0 if v.resumable else v.gpus * (now - v.started_at), v.id)
-        over_served: dict[str, float] = {}
-
-        def key(victim: RunningWorkload) -> tuple:
-            ratio = over_served.get(victim.allocation)
-            if ratio is None:
-                ratio = over_served[victim.allocation] = self._global_ratio(victim.allocation)
-            lost = 0.0 if victim.resumable else victim.gpus * (now - victim.started_at)
-            return (victim.funded, -ratio, lost, victim.id)
-
-        return key
+        if peers:
+            allowed[workload.allocation] = lambda victim: victim.user in peers
+        return allowed
 
     def _global_ratio(self, allocation: str) -> float:
         ratio = 1.0
@@ -350,7 +455,7 @@ class _Pass:
         self.reserved.give(victim.placement)
         for name, _ in victim.placement:
             self.occupants[name].remove(victim)
-        self.candidates[victim.allocation].remove(victim)
+        self.candidates[(victim.allocation, victim.funded)].remove(victim)
         for path in self.tree.ancestors.get(victim.allocation, ()):
             if path in self.used:
                 self.used[path] -= victim.gpus
@@ -359,7 +464,7 @@ class _Pass:
             self.tree.charge(victim.allocation, victim.user, -owed)
         self.no_fit.clear()
         self.no_fit_reserved.clear()
-        self.no_preempt.clear()
+        self.generation += 1
 
     # -- reserve -------------------------------------------------------------------------------
     def _reserve(self, workload: PendingWorkload, shape: Shape) -> None:
@@ -369,6 +474,7 @@ class _Pass:
         if not names:
             return
         self.reservation = Reservation(workload.id, names, start_at)
+        self.generation += 1
         self.reserved_workload = workload
         for name in names:
             spec = self.index.spec[name]
@@ -379,7 +485,7 @@ class _Pass:
             return ("reserved_self", shape)
         if protected is not None:
             return protected
-        if self.reservation is not None and not backfill and self.reserved.place(shape) is not None:
+        if self.reservation is not None and not backfill and shape not in self.no_fit_reserved:
             return ("held_for", self.reservation.workload_id)
         if self.fairshare and not self._funded(workload):
             return ("unfunded", workload.allocation)
@@ -389,26 +495,44 @@ class _Pass:
     def _explain(self) -> tuple:
         self.profile = None
         self.start_index: FreeIndex | None = None
-        first_seen: dict[str, int] = {}
+        self.first_seen: dict[str, int] = {}
+        resolved: dict[int, reasons.Outcome] = {}  # by id(key): shared keys are the same object
+        set_id, set_code, set_params, set_message, set_position, set_estimate = reasons.SLOT_SETTERS
+        new, cls = object.__new__, PendingReason
         explained = []
+        append = explained.append
         position = 0
-        for workload, key in self.blocked:
+        for workload, key in self.blocked:  # the hot loop: reasons.make_reason, inlined
             position += 1
-            outcome = self.outcomes.get(key)
-            if key[0] == "capacity":
-                outcome = self._capacity_outcome(key, workload, position, first_seen)
-            elif outcome is None:
-                outcome = self.outcomes[key] = self._outcome(key)
-            explained.append(reasons.make_reason(workload.id, outcome, position))
+            outcome = resolved.get(id(key))
+            if outcome is None:
+                outcome = resolved[id(key)] = self._resolve(key, position)
+            reason = new(cls)
+            set_id(reason, workload.id)
+            set_code(reason, outcome[0])
+            set_params(reason, outcome[1])
+            set_message(reason, outcome[2])
+            set_position(reason, position)
+            set_estimate(reason, outcome[3])
+            append(reason)
         for workload in self.held:
             position += 1
-            explained.append(reasons.make_reason(workload.id, reasons.held(workload), position))
+            append(reasons.make_reason(workload.id, reasons.held(workload), position))
         return tuple(explained)
 
-    def _capacity_outcome(self, key: tuple, workload: PendingWorkload, position: int, first_seen: dict):
+    def _resolve(self, key: tuple, position: int) -> reasons.Outcome:
+        if key[0] == "capacity":
+            return self._capacity_outcome(key, position)
+        outcome = self.outcomes.get(key)
+        if outcome is None:
+            outcome = self.outcomes[key] = self._outcome(key)
+        return outcome
+
+    def _capacity_outcome(self, key: tuple, position: int) -> reasons.Outcome:
+        """It could have run on what was free when the pass began: work ranked ahead took it."""
         _, shape, allocation = key
         if self._fit_at_start(shape):
-            ahead = first_seen.setdefault(allocation, position - 1)
+            ahead = self.first_seen.setdefault(allocation, position - 1)
             group = ("queued", allocation, ahead)
             outcome = self.outcomes.get(group)
             if outcome is None:

@@ -2,107 +2,123 @@
 
 The caller decides *who may be a victim* (past protected-until or unfunded, charged to an
 allocation that still ranks at or below the preemptor's after the preemptor is charged, never work
-that started at ``now``); this module only decides *which* of those to take, given a sort key in
-which smaller means "preempt first": unfunded before funded, then most over-served, then least work
-lost (a resumable victim loses little, so it goes before a non-resumable one), then id.
+that started at ``now``) and hands them over *in preemption order*: unfunded before funded, then
+most over-served allocation first, then least work lost (a resumable victim loses little, so it
+goes before a non-resumable one), then id. This module only decides *which* of them to take.
 
-- One-node shape: on each node, take victims in key order until the node has the GPUs; among nodes
-  pick the one whose worst victim is best, then fewest victims, then node name.
-- Multi-node gang: a node is usable if it is wholly free or every workload on it is a victim; take
-  ``g / size`` usable nodes in one domain when possible (cheapest worst victim, then fewest victims,
-  then domain name), else the cheapest nodes overall.
+- One-node shape: victims are taken in order, each freeing its GPUs on its nodes; the first node
+  that reaches the GPUs it needs wins (so its worst victim is the best possible worst victim; among
+  nodes completed by the same victim: fewest victims, then node name). Only that node's victims
+  are preempted.
+- Multi-node gang: a node is usable if it is wholly free or every workload on it is a victim, its
+  cost being the order of its worst victim; take ``g / size`` usable nodes in one domain when
+  possible (cheapest worst victim, then fewest victims, then domain name), else the cheapest
+  nodes overall.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.types import Placement, RunningWorkload
 
-VictimKey = Callable[[RunningWorkload], tuple]
 Choice = tuple[Placement, list[RunningWorkload]]
 
 
-def choose_victims(
-    shape: Shape,
-    index: FreeIndex,
-    occupants: Mapping[str, Sequence[RunningWorkload]],
-    candidates: Iterable[RunningWorkload],
-    victim_key: VictimKey,
-) -> Choice | None:
+class VictimPool:
+    """Victims in preemption order, the nodes they could clear, and upper bounds that reject
+    hopeless shapes in O(1). Built once per preemptor standing and reused for every shape."""
+
+    def __init__(self, ordered: Sequence[RunningWorkload], index: FreeIndex, occupants: Mapping) -> None:
+        self.ordered = ordered
+        self.rank = {victim.id: position for position, victim in enumerate(ordered)}
+        freeable: dict[str, int] = {}
+        for victim in ordered:
+            for name, gpus in victim.placement:
+                if name in index.free:
+                    freeable[name] = freeable.get(name, 0) + gpus
+        self.best_one_node: dict[str, int] = {}  # gpu type -> most GPUs one node could have free
+        self.whole_nodes: dict[tuple[str, int], int] = {}  # (type, size) -> nodes that could be free
+        self.clearable: list[tuple[int, str, list[RunningWorkload]]] = []  # (worst rank, node, victims)
+        for name in sorted(freeable):
+            spec = index.spec[name]
+            total = index.free[name] + freeable[name]
+            self.best_one_node[spec.gpu_type] = max(self.best_one_node.get(spec.gpu_type, 0), total)
+            on_node = occupants.get(name, ())
+            if index.free[name] < spec.gpus and on_node and all(o.id in self.rank for o in on_node):
+                key = (spec.gpu_type, spec.gpus)
+                self.whole_nodes[key] = self.whole_nodes.get(key, 0) + 1
+                self.clearable.append((max(self.rank[o.id] for o in on_node), name, list(on_node)))
+        for (kind, size, _), names in index.whole.items():
+            self.whole_nodes[(kind, size)] = self.whole_nodes.get((kind, size), 0) + len(names)
+
+    def hopeless(self, shape: Shape, index: FreeIndex) -> bool:
+        gpus, per_node, gpu_type = shape
+        if not self.ordered or (per_node is not None and per_node < gpus):
+            return True
+        if index.largest(gpu_type) >= gpus:
+            return all(best < gpus for kind, best in self.best_one_node.items() if gpu_type in (None, kind))
+        return not any(
+            count * size >= gpus and gpus % size == 0
+            for (kind, size), count in self.whole_nodes.items()
+            if gpu_type in (None, kind)
+        )
+
+
+def choose_victims(shape: Shape, index: FreeIndex, pool: VictimPool) -> Choice | None:
     gpus, per_node, gpu_type = shape
-    if per_node is not None and per_node < gpus:
+    if per_node is not None and per_node < gpus or not pool.ordered:
         return None  # explicit spreads are placed on free GPUs only
-    by_node: dict[str, list[tuple[tuple, RunningWorkload, int]]] = {}
-    for victim in candidates:
-        key = victim_key(victim)
-        for name, on_node in victim.placement:
-            spec = index.spec.get(name)
-            if spec is not None and gpu_type in (None, spec.gpu_type):
-                by_node.setdefault(name, []).append((key, victim, on_node))
-    one_node = _on_one_node(gpus, index, by_node)
-    if one_node is not None or per_node is not None:
-        return one_node
-    return _on_whole_nodes(gpus, gpu_type, index, occupants, by_node)
-
-
-def _on_one_node(gpus: int, index: FreeIndex, by_node: dict) -> Choice | None:
-    best: tuple | None = None
-    for name in sorted(by_node):
-        if index.spec[name].gpus < gpus:
-            continue
-        need = gpus - index.free[name]
-        chosen: list[tuple[tuple, RunningWorkload, int]] = []
-        for entry in sorted(by_node[name], key=lambda item: item[0]):
-            if need <= 0:
-                break
-            chosen.append(entry)
-            need -= entry[2]
-        if need <= 0 and chosen:
-            option = (chosen[-1][0], len(chosen), name)
-            if best is None or option < best[0]:
-                best = (option, chosen)
-    if best is None:
+    if index.largest(gpu_type) >= gpus:
+        return _on_one_node(gpus, gpu_type, index, pool.ordered)
+    if per_node is not None:
         return None
-    name = best[0][2]
-    return ((name, gpus),), [victim for _, victim, _ in best[1]]
+    return _on_whole_nodes(gpus, gpu_type, index, pool)
 
 
-def _on_whole_nodes(
-    gpus: int, gpu_type: str | None, index: FreeIndex, occupants: Mapping, by_node: dict
-) -> Choice | None:
-    sizes = sorted(
-        {spec.gpus for spec in index.spec.values() if gpu_type in (None, spec.gpu_type)}, reverse=True
-    )
-    for size in sizes:
-        if size == 0 or gpus % size:
-            continue
-        usable = _usable_nodes(size, gpu_type, index, occupants, by_node)
-        chosen = _cheapest_in_domains(usable, gpus // size)
-        if chosen is not None:
-            victims = {victim.id: victim for *_, node_victims in chosen for victim in node_victims}
-            placement = tuple(sorted((name, size) for _, name, _ in chosen))
-            return placement, [victims[key] for key in sorted(victims)]
+def _on_one_node(gpus: int, gpu_type: str | None, index: FreeIndex, ordered: Sequence) -> Choice | None:
+    taken: dict[str, list[RunningWorkload]] = {}
+    freed: dict[str, int] = {}
+    spec_of, free = index.spec, index.free
+    for victim in ordered:
+        done = []
+        for name, on_node in victim.placement:
+            spec = spec_of.get(name)
+            if spec is None or spec.gpus < gpus or gpu_type not in (None, spec.gpu_type):
+                continue
+            taken.setdefault(name, []).append(victim)
+            freed[name] = freed.get(name, 0) + on_node
+            if free[name] + freed[name] >= gpus:
+                done.append((len(taken[name]), name))
+        if done:
+            name = min(done)[1]
+            return ((name, gpus),), taken[name]
     return None
 
 
-def _usable_nodes(
-    size: int, gpu_type: str | None, index: FreeIndex, occupants: Mapping, by_node: dict
-) -> dict:
-    """domain -> [(worst victim key, node name, victims)] for nodes that are free or clearable."""
+def _on_whole_nodes(gpus: int, gpu_type: str | None, index: FreeIndex, pool: VictimPool) -> Choice | None:
+    sizes = sorted({size for kind, size in pool.whole_nodes if gpu_type in (None, kind)}, reverse=True)
+    for size in sizes:
+        if size and gpus % size == 0:
+            chosen = _cheapest_in_domains(_usable_nodes(size, gpu_type, index, pool), gpus // size)
+            if chosen is not None:
+                victims = {victim.id: victim for *_, node_victims in chosen for victim in node_victims}
+                placement = tuple(sorted((name, size) for _, name, _ in chosen))
+                return placement, sorted(victims.values(), key=lambda victim: pool.rank[victim.id])
+    return None
+
+
+def _usable_nodes(size: int, gpu_type: str | None, index: FreeIndex, pool: VictimPool) -> dict:
+    """domain -> [(worst victim's rank, node name, victims)] for nodes that are free or clearable."""
     usable: dict[str, list] = {}
     for (kind, node_size, domain), names in index.whole.items():
         if node_size == size and gpu_type in (None, kind):
-            usable.setdefault(domain, []).extend(((), name, []) for name in names)
-    for name, entries in by_node.items():
+            usable.setdefault(domain, []).extend((-1, name, []) for name in names)
+    for worst, name, victims in pool.clearable:
         spec = index.spec[name]
-        if spec.gpus != size or index.free[name] == size:
-            continue
-        eligible = {victim.id for _, victim, _ in entries}
-        if all(occupant.id in eligible for occupant in occupants.get(name, ())):
-            worst = max(entry[0] for entry in entries)
-            usable.setdefault(spec.domain, []).append((worst, name, [victim for _, victim, _ in entries]))
+        if spec.gpus == size and gpu_type in (None, spec.gpu_type):
+            usable.setdefault(spec.domain, []).append((worst, name, victims))
     return usable
 
 

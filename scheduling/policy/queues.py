@@ -31,16 +31,19 @@ class FairShareQueue:
 
     def __init__(self, tree: FairTree, workloads: Iterable[PendingWorkload]) -> None:
         self.tree = tree
+        grouped: dict[tuple[AllocationPath, str], list[PendingWorkload]] = {}
+        for workload in workloads:  # already in (submitted_at, id) order
+            key = (workload.allocation, workload.user)
+            queue = grouped.get(key)
+            if queue is None:
+                grouped[key] = [workload]
+            else:
+                queue.append(workload)
         self.by_allocation: dict[AllocationPath, dict[str, deque[PendingWorkload]]] = {}
         self.counts: dict[AllocationPath, int] = {}
-        for workload in workloads:  # already in (submitted_at, id) order
-            users = self.by_allocation.setdefault(workload.allocation, {})
-            queue = users.get(workload.user)
-            if queue is None:
-                queue = users[workload.user] = deque()
-            queue.append(workload)
-        for allocation, users in self.by_allocation.items():
-            self._count(allocation, sum(len(queue) for queue in users.values()))
+        for (allocation, user), queue in grouped.items():
+            self.by_allocation.setdefault(allocation, {})[user] = deque(queue)
+            self._count(allocation, len(queue))
         self.current: tuple[AllocationPath, str, deque[PendingWorkload]] | None = None
 
     def _count(self, allocation: AllocationPath, amount: int) -> None:
@@ -48,18 +51,19 @@ class FairShareQueue:
             self.counts[node] = self.counts.get(node, 0) + amount
         self.counts[ROOT] = self.counts.get(ROOT, 0) + amount
 
-    def pop(self) -> PendingWorkload | None:
+    def head(self) -> tuple[AllocationPath, str, deque[PendingWorkload]] | None:
+        """The (allocation, user, queue) to serve next; the caller pops from the queue, then
+        reports how many it took with ``consumed``."""
         if self.current is None:
             self.current = self._select()
-            if self.current is None:
-                return None
+        return self.current
+
+    def consumed(self, count: int) -> None:
         allocation, user, queue = self.current
-        workload = queue.popleft()
-        self._count(allocation, -1)
+        self._count(allocation, -count)
         if not queue:
             del self.by_allocation[allocation][user]
             self.current = None
-        return workload
 
     def charged(self) -> None:
         """Standing changed (an admission or a preemption): choose afresh at the next pop."""
@@ -87,6 +91,9 @@ class FairShareQueue:
                 return None
             node = child
 
+    def allocations(self) -> list[AllocationPath]:
+        return [allocation for allocation, users in self.by_allocation.items() if users]
+
     def remaining(self) -> Iterator[PendingWorkload]:
         """What is still queued, in the current Fair Tree order."""
         for allocation in self.tree.ordered(a for a, users in self.by_allocation.items() if users):
@@ -100,20 +107,22 @@ class StaticQueue:
 
     def __init__(self, workloads: Iterable[PendingWorkload], key: SortKey) -> None:
         self.key = key
-        self.items = sorted(workloads, key=key)
-        self.head = 0
+        self.items = deque(sorted(workloads, key=key))
 
-    def pop(self) -> PendingWorkload | None:
-        if self.head >= len(self.items):
-            return None
-        self.head += 1
-        return self.items[self.head - 1]
+    def head(self) -> tuple[None, None, deque[PendingWorkload]] | None:
+        return (None, None, self.items) if self.items else None
+
+    def consumed(self, count: int) -> None:
+        return None
 
     def charged(self) -> None:
         return None
 
     def requeue(self, workload: PendingWorkload) -> None:
-        insort(self.items, workload, lo=self.head, key=self.key)
+        self.items = deque(sorted([*self.items, workload], key=self.key))
+
+    def allocations(self) -> list[AllocationPath]:
+        return sorted({workload.allocation for workload in self.items})
 
     def remaining(self) -> Iterator[PendingWorkload]:
-        return iter(self.items[self.head :])
+        return iter(list(self.items))

@@ -16,14 +16,14 @@ from scheduling.policy.types import PendingReason, PendingWorkload, ReasonCode
 
 Outcome = tuple[ReasonCode, Mapping[str, object], str, float | None]  # code, params, message, estimate
 
-_SLOTS = [PendingReason.__dict__[name].__set__ for name in PendingReason.__slots__]
+SLOT_SETTERS = tuple(PendingReason.__dict__[name].__set__ for name in PendingReason.__slots__)
 _FIELDS = ("workload_id", "code", "params", "message", "position", "estimated_start")
 assert tuple(PendingReason.__slots__) == _FIELDS, "PendingReason fields changed: update make_reason"
 
 
 def make_reason(workload_id: int, outcome: Outcome, position: int) -> PendingReason:
     reason = object.__new__(PendingReason)
-    set_id, set_code, set_params, set_message, set_position, set_estimate = _SLOTS
+    set_id, set_code, set_params, set_message, set_position, set_estimate = SLOT_SETTERS
     set_id(reason, workload_id)
     set_code(reason, outcome[0])
     set_params(reason, outcome[1])

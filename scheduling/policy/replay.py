@@ -1,0 +1,65 @@
+"""Apply a plan to the snapshot it came from: what the next pass would see if nothing else changed.
+
+Used by the benchmark (a steady-state pass after a first one) and by the tests of the no-flip-flop
+invariant. Usage is left as it was: at the same ``now`` no more GPU-seconds have been spent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduling.policy.types import PendingWorkload, Plan, RunningWorkload, Snapshot
+
+
+def after_plan(snapshot: Snapshot, result: Plan, now: float) -> Snapshot:
+    """Starts become running work, victims leave (resumable ones go back to pending)."""
+    starting = {start.workload_id: start for start in result.starts}
+    victims = {preemption.workload_id: preemption for preemption in result.preemptions}
+    running = [workload for workload in snapshot.running if workload.id not in victims]
+    pending = []
+    for workload in snapshot.pending:
+        start = starting.get(workload.id)
+        if start is None:
+            pending.append(workload)
+        else:
+            running.append(_as_running(workload, start.placement, start.protected_until, start.funded, now))
+    for workload in snapshot.running:
+        if workload.id in victims and victims[workload.id].requeue:
+            pending.append(_as_pending(workload))
+    pending.sort(key=lambda workload: (workload.submitted_at, workload.id))
+    return replace(snapshot, running=tuple(running), pending=tuple(pending))
+
+
+def _as_running(workload: PendingWorkload, placement, protected_until: float, funded: bool, now: float):
+    runtime = workload.max_runtime_s
+    return RunningWorkload(
+        id=workload.id,
+        allocation=workload.allocation,
+        user=workload.user,
+        gpus=workload.gpus,
+        placement=placement,
+        started_at=now,
+        protected_until=protected_until,
+        resumable=workload.resumable,
+        funded=funded,
+        workload_class=workload.workload_class,
+        expected_end=None if runtime is None else now + runtime,
+        submitted_at=workload.submitted_at,
+        priority=workload.priority,
+    )
+
+
+def _as_pending(workload: RunningWorkload) -> PendingWorkload:
+    runtime = None if workload.expected_end is None else workload.expected_end - workload.started_at
+    return PendingWorkload(
+        id=workload.id,
+        allocation=workload.allocation,
+        user=workload.user,
+        gpus=workload.gpus,
+        submitted_at=workload.submitted_at,
+        workload_class=workload.workload_class,
+        min_runtime_s=max(0.0, workload.protected_until - workload.started_at),
+        resumable=workload.resumable,
+        max_runtime_s=runtime,
+        priority=workload.priority,
+    )
