@@ -1,0 +1,84 @@
+"""Delivery against allocation, and the what-if panel. Thin views over budgets.delivery / whatif."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
+
+from budgets import whatif
+from budgets.delivery import delivery_report
+from budgets.models import BudgetNode
+from budgets.selectors import budget_node_for_user, cluster_for_user, cluster_list
+from portal import charts
+from portal.metrics import PERIODS_DAYS
+from portal.models import WhatIfRun
+from portal.pages import parse_days
+
+
+@login_required
+@require_GET
+def delivery_index(request: HttpRequest, cluster_slug: str) -> HttpResponse:
+    """The cluster's first top-level node."""
+    cluster = cluster_for_user(user=request.user, slug=cluster_slug)
+    root = BudgetNode.objects.filter(parent__isnull=True, archived=False).order_by("name", "id").first()
+    if root is None:
+        return render(request, "portal/pages/no_clusters.html")
+    return redirect("budgets:delivery", cluster_slug=cluster.slug, node_id=root.pk)
+
+
+@login_required
+@require_GET
+def delivery(request: HttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
+    cluster = cluster_for_user(user=request.user, slug=cluster_slug)
+    node = budget_node_for_user(user=request.user, node_id=node_id)
+    report = delivery_report(
+        node=node, cluster=cluster, user=request.user, now=timezone.now(), days=parse_days(request)
+    )
+    chart = charts.line_chart(
+        div_id="chart-delivery",
+        x=report.x,
+        series={
+            "Owed": report.owed_gpus,
+            "Delivered": report.delivered_gpus,
+            "Entitlement": report.entitlement_series,
+        },
+        y_title="GPUs (GPU-hours per hour)",
+        dashed=("Entitlement",),
+    )
+    causes = charts.bar_chart(
+        div_id="chart-causes", labels=[label for _, label, _ in report.causes],
+        values=[round(v, 1) for _, _, v in report.causes], x_title="GPU-hours",
+    )  # fmt: skip
+    context = {"report": report, "chart": chart, "causes_chart": causes, "periods": PERIODS_DAYS,
+               "clusters": cluster_list(), "ancestors": _ancestors(node)}  # fmt: skip
+    return render(request, "budgets/delivery/page.html", context)
+
+
+def _ancestors(node: BudgetNode) -> list[BudgetNode]:
+    paths = ["/".join(node.path.split("/")[:i]) for i in range(1, node.path.count("/") + 1)]
+    return list(BudgetNode.objects.filter(path__in=paths).order_by("path"))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def whatif_page(request: HttpRequest, cluster_slug: str) -> HttpResponse:
+    cluster = cluster_for_user(user=request.user, slug=cluster_slug)
+    if request.method == "POST":
+        edits = whatif.parse_budget_edits(request.POST)
+        run = whatif.whatif_start(
+            cluster=cluster, user=request.user, budgets=edits, days=int(request.POST.get("days", 7))
+        )
+        return redirect("budgets:whatif_run", run_id=run.pk)
+    rows = whatif.editable_rows(cluster=cluster, user=request.user)
+    return render(request, "budgets/delivery/whatif.html", {"cluster": cluster, "rows": rows, "run": None})
+
+
+@login_required
+@require_GET
+def whatif_run(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(WhatIfRun.objects.select_related("cluster"), pk=run_id)
+    template = "budgets/delivery/_whatif_progress.html" if request.htmx else "budgets/delivery/whatif.html"
+    return render(request, template, {"cluster": run.cluster, "run": run, "rows": None})

@@ -1,0 +1,25 @@
+"""Give a fresh demo weeks of history so the pages have something to show (portal.demo_history)."""
+
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandParser
+from django.utils import timezone
+
+from portal.demo_history import history_seed
+from portal.models import ClusterHour
+from scheduling.models import Cluster
+
+
+class Command(BaseCommand):
+    help = "Seed the rollups and a live queue with plausible history for every cluster that has none."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--days", type=int, default=30)
+
+    def handle(self, *args: object, days: int, **options: object) -> None:
+        for cluster in Cluster.objects.order_by("name"):
+            if ClusterHour.objects.filter(cluster=cluster).exists():
+                self.stdout.write(f"{cluster.slug}: has history already, left alone")
+                continue
+            history_seed(cluster=cluster, now=timezone.now(), days=days)
+            self.stdout.write(f"{cluster.slug}: {days} days of history seeded")

@@ -1,0 +1,160 @@
+"""Hourly rollups the pages read (DESIGN 8), so no page ever scans the raw history.
+
+``scheduling.AllocationHour`` already holds used / delivered / owed per allocation. These add what
+it lacks: cluster health and telemetry per hour, waits per class, where pending time went, pass
+durations. :mod:`portal.rollups` folds new passes, runs and samples into them incrementally.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+# Wait-time histogram edges in seconds; the last bin is open-ended (see portal.metrics.percentile).
+WAIT_EDGES_S: tuple[float, ...] = (
+    0,
+    5,
+    15,
+    30,
+    60,
+    120,
+    300,
+    600,
+    1200,
+    1800,
+    3600,
+    7200,
+    14400,
+    28800,
+    57600,
+    86400,
+    172800,
+    345600,
+)
+
+
+class ClusterHour(models.Model):
+    """One cluster's hour: GPU-seconds installed and healthy, telemetry, preemptions, pass timings."""
+
+    cluster = models.ForeignKey("scheduling.Cluster", on_delete=models.CASCADE, related_name="metric_hours")
+    hour = models.DateTimeField()
+    installed_gpu_s = models.FloatField(default=0.0)
+    healthy_gpu_s = models.FloatField(default=0.0)
+    busy_gpus = models.FloatField(default=0.0)  # sum over samples of gpus x busy fraction
+    sampled_gpus = models.FloatField(default=0.0)  # sum over samples of gpus
+    preemptions = models.PositiveIntegerField(default=0)
+    requeues = models.PositiveIntegerField(default=0)
+    lost_gpu_s = models.FloatField(default=0.0)  # GPU-seconds of preempted non-resumable runs
+    pass_count = models.PositiveIntegerField(default=0)
+    pass_total_ms = models.FloatField(default=0.0)
+    pass_max_ms = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["cluster_id", "hour"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "hour"], name="one_metric_hour_per_cluster")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} {self.hour:%Y-%m-%d %H}:00"
+
+
+class WaitHour(models.Model):
+    """Waits of the runs that started in one hour, per cluster and workload class, as a histogram."""
+
+    cluster = models.ForeignKey("scheduling.Cluster", on_delete=models.CASCADE, related_name="wait_hours")
+    workload_class = models.CharField(max_length=20)
+    hour = models.DateTimeField()
+    count = models.PositiveIntegerField(default=0)
+    total_wait_s = models.FloatField(default=0.0)
+    histogram = models.JSONField(default=list)  # counts per bin of WAIT_EDGES_S
+
+    class Meta:
+        ordering = ["cluster_id", "hour", "workload_class"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "workload_class", "hour"], name="one_wait_hour_per_class"
+            )
+        ]
+        indexes = [models.Index(fields=["cluster", "hour"], name="wait_hour_cluster_hour")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id} {self.workload_class} {self.hour:%Y-%m-%d %H}:00"
+
+
+class PendingCause(models.TextChoices):
+    WAITING = "waiting", "Waiting behind others"
+    FRAGMENTATION = "fragmentation", "Fragmentation"
+    PREEMPTION = "preemption", "Preemption"
+    UNHEALTHY = "unhealthy", "Unhealthy nodes"
+    OTHER = "other", "Held, limits or unfunded"
+
+
+class PendingHour(models.Model):
+    """GPU-seconds an allocation's funded work spent pending for each cause in one hour
+    (preemption: GPU-seconds of its preempted runs' lost work)."""
+
+    cluster = models.ForeignKey("scheduling.Cluster", on_delete=models.CASCADE, related_name="pending_hours")
+    allocation = models.ForeignKey(
+        "budgets.BudgetNode", on_delete=models.CASCADE, related_name="pending_hours"
+    )
+    hour = models.DateTimeField()
+    cause = models.CharField(max_length=20, choices=PendingCause.choices)
+    gpu_s = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["cluster_id", "hour"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "allocation", "hour", "cause"], name="one_pending_hour"
+            )
+        ]
+        indexes = [models.Index(fields=["cluster", "hour"], name="pending_hour_cluster_hour")]
+
+    def __str__(self) -> str:
+        return f"{self.allocation_id} {self.cause} {self.hour:%Y-%m-%d %H}:00"
+
+
+class RollupWatermark(models.Model):
+    """How far each cluster's history has been folded into the rollups above."""
+
+    cluster = models.OneToOneField(
+        "scheduling.Cluster", on_delete=models.CASCADE, primary_key=True, related_name="rollup_watermark"
+    )
+    sampled_at = models.DateTimeField(null=True, blank=True)
+    last_run_id = models.BigIntegerField(default=0)
+    last_pass_id = models.BigIntegerField(default=0)
+    last_utilisation_id = models.BigIntegerField(default=0)
+    preempted_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"rollups of {self.cluster_id} at {self.sampled_at}"
+
+
+class WhatIfStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class WhatIfRun(models.Model):
+    """One what-if simulation: recorded workloads replayed with edited budgets (budgets.whatif)."""
+
+    cluster = models.ForeignKey("scheduling.Cluster", on_delete=models.CASCADE, related_name="whatif_runs")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    days = models.PositiveIntegerField(default=14)
+    budgets = models.JSONField(default=dict)  # node path -> edited GPUs
+    status = models.CharField(max_length=10, choices=WhatIfStatus.choices, default=WhatIfStatus.QUEUED)
+    progress = models.FloatField(default=0.0)  # 0..1
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"what-if {self.pk} ({self.status})"

@@ -1,0 +1,60 @@
+"""Inline help: ``{% term "owed" %}`` renders the word with its glossary meaning on hover and focus."""
+
+from __future__ import annotations
+
+from django import template
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from portal.glossary import term as glossary_term
+
+register = template.Library()
+
+
+@register.simple_tag
+def term(slug: str, label: str = "") -> SafeString:
+    """The word (or ``label``) linked to its glossary entry, its meaning as the tooltip."""
+    entry = glossary_term(slug)
+    return format_html(
+        '<a class="term" href="{}#{}" title="{}" data-term="{}">{}</a>',
+        reverse("glossary"),
+        entry.slug,
+        entry.meaning,
+        entry.slug,
+        label or entry.word,
+    )
+
+
+@register.filter
+def pct(value: float | None, digits: int = 1) -> str:
+    """0.9731 -> "97.3%"; None -> an em dash (no data is not 0%)."""
+    return "—" if value is None else f"{value * 100:.{digits}f}%"
+
+
+@register.filter
+def num(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    """Seconds as the largest two units a person reads at a glance: 45 s, 12 min, 3 h 20 min, 2 d 4 h."""
+    if seconds is None:
+        return "—"
+    seconds = max(float(seconds), 0.0)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+@register.filter
+def td_seconds(value) -> float:  # noqa: ANN001 - a timedelta
+    return value.total_seconds()

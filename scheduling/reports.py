@@ -1,0 +1,240 @@
+"""Reads for the queue and "why is my job pending?" pages (and their API).
+
+The queue is the cluster's pending workloads in scheduling order: the position the last pass
+gave each one (``PendingReason.position``), workloads without a reason yet last, then submit time
+and id. Fixed query counts whatever the queue length; tests pin them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.db.models import Count, F, QuerySet, Sum
+
+from budgets.delivery import fair_share_ratio
+from budgets.models import Allocation, BudgetNode
+from scheduling.accounting import usage_in_window
+from scheduling.models import Cluster, Decision, Run, Workload, WorkloadClass, WorkloadState
+
+QUEUE_LIMIT = 500
+QUEUE_FILTERS = ("allocation", "user", "class", "reason")
+
+
+# --- the queue ---------------------------------------------------------------------------------------
+
+
+def clean_queue_filters(params: Mapping[str, str]) -> dict[str, str]:
+    """Only known filters with a value; ``class`` must be a workload class."""
+    filters = {key: params.get(key, "").strip() for key in QUEUE_FILTERS}
+    if filters["class"] not in WorkloadClass.values:
+        filters["class"] = ""
+    return {key: value for key, value in filters.items() if value}
+
+
+def queue_rows(*, cluster: Cluster, filters: Mapping[str, str]) -> QuerySet[Workload]:
+    """Pending workloads in scheduling order, filtered; an allocation filter includes its subtree."""
+    queryset = Workload.objects.filter(cluster=cluster, state=WorkloadState.PENDING).select_related(
+        "allocation", "pending_reason"
+    )
+    if allocation := filters.get("allocation"):
+        queryset = queryset.filter(allocation__path__startswith=allocation.rstrip("/"))
+    if user := filters.get("user"):
+        queryset = queryset.filter(user_name=user)
+    if workload_class := filters.get("class"):
+        queryset = queryset.filter(workload_class=workload_class)
+    if reason := filters.get("reason"):
+        queryset = queryset.filter(pending_reason__code=reason)
+    return queryset.order_by(F("pending_reason__position").asc(nulls_last=True), "submitted_at", "id")[
+        :QUEUE_LIMIT
+    ]
+
+
+def queue_summary(*, cluster: Cluster) -> dict[str, int]:
+    """Pending count and pending GPUs on the cluster (unfiltered), one query."""
+    return Workload.objects.filter(cluster=cluster, state=WorkloadState.PENDING).aggregate(
+        workloads=Count("id"), gpus=Sum("gpus", default=0)
+    )
+
+
+def wait_so_far(workload: Workload, *, now: datetime) -> timedelta:
+    return max(now - workload.queued_at, timedelta(0))
+
+
+# --- one workload ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class BranchShare:
+    """One branch under the first shared ancestor: its fair-share ratio and how many are ahead from it."""
+
+    path: str
+    fair_share_ratio: float | None
+    ahead: int
+    mine: bool = False
+
+
+@dataclass
+class FairTreeComparison:
+    """Where the workload's allocation stands against the allocations ahead of it (Slurm Fair Tree).
+
+    For every workload ahead, find the first ancestor shared with ours; the two children of that
+    ancestor on each side are compared by fair-share ratio (usage share / budget share among
+    siblings, lower goes first). Same allocation: they are ordered by user share, then submit time.
+    """
+
+    ancestor_rows: dict[str, list[BranchShare]] = field(default_factory=dict)
+    same_allocation_ahead: int = 0
+    ahead_total: int = 0
+
+
+@dataclass
+class WorkloadDetail:
+    workload: Workload
+    runs: list[Run]
+    decisions: list[Decision]
+    open_run: Run | None
+    comparison: FairTreeComparison | None
+
+
+def workload_detail(*, workload: Workload, now: datetime) -> WorkloadDetail:
+    runs = list(workload.runs.order_by("attempt"))
+    decisions = list(workload.decisions.order_by("-created_at", "-id")[:50])
+    open_run = next((run for run in runs if run.ended_at is None), None)
+    comparison = None
+    if workload.state == WorkloadState.PENDING and workload.allocation_id:
+        comparison = fair_tree_comparison(workload=workload, now=now)
+    return WorkloadDetail(workload, runs, decisions, open_run, comparison)
+
+
+def first_shared_ancestor(mine: str, theirs: str) -> tuple[str, str, str]:
+    """(shared ancestor path or "", our branch under it, their branch under it).
+
+    ``a/b/c`` vs ``a/d``: ("a", "a/b", "a/d"). Same path: (path, path, path).
+    """
+    ours, other = mine.split("/"), theirs.split("/")
+    common = 0
+    while common < min(len(ours), len(other)) and ours[common] == other[common]:
+        common += 1
+    if common == len(ours) == len(other):
+        return mine, mine, theirs
+    ancestor = "/".join(ours[:common])
+    return ancestor, "/".join(ours[: common + 1]), "/".join(other[: common + 1])
+
+
+def fair_tree_comparison(*, workload: Workload, now: datetime) -> FairTreeComparison:
+    position = getattr(getattr(workload, "pending_reason", None), "position", None)
+    ahead = Workload.objects.filter(
+        cluster=workload.cluster_id, state=WorkloadState.PENDING, pending_reason__position__lt=position or 0
+    ).values_list("allocation__path", flat=True)
+    mine = workload.allocation.path
+    branches: dict[str, dict[str, int]] = {}
+    result = FairTreeComparison()
+    for path in ahead:
+        result.ahead_total += 1
+        if not path or path == mine:
+            result.same_allocation_ahead += int(path == mine)
+            continue
+        ancestor, _, theirs = first_shared_ancestor(mine, path)
+        branches.setdefault(ancestor, {}).setdefault(theirs, 0)
+        branches[ancestor][theirs] += 1
+    if branches:
+        ratios = _branch_ratios(cluster=workload.cluster, now=now)
+        for ancestor, counts in sorted(branches.items(), key=lambda item: -len(item[0])):
+            _, own_branch, _ = first_shared_ancestor(mine, next(iter(counts)))
+            rows = [BranchShare(own_branch, ratios.get(own_branch), 0, mine=True)]
+            rows += [BranchShare(p, ratios.get(p), n) for p, n in sorted(counts.items(), key=lambda i: -i[1])]
+            result.ancestor_rows[ancestor or "(top level)"] = rows
+    return result
+
+
+def _branch_ratios(*, cluster: Cluster, now: datetime) -> dict[str, float | None]:
+    """Fair-share ratio of every budget node among its siblings (subtree usage in the window)."""
+    nodes = list(BudgetNode.objects.values_list("id", "path", "parent_id"))
+    budgets = {
+        k: float(v) for k, v in Allocation.objects.filter(cluster=cluster).values_list("node_id", "gpus")
+    }
+    usage = usage_in_window(cluster_id=cluster.pk, now=now, window=timedelta(days=cluster.window_days))
+    path_of = {pk: path for pk, path, _ in nodes}
+    subtree_usage: dict[str, float] = {}
+    for pk, used in usage.items():
+        if pk in path_of:
+            parts = path_of[pk].split("/")
+            for depth in range(1, len(parts) + 1):
+                prefix = "/".join(parts[:depth])
+                subtree_usage[prefix] = subtree_usage.get(prefix, 0.0) + used
+    siblings: dict[int | None, list[tuple[int, str]]] = {}
+    for pk, path, parent_id in nodes:
+        siblings.setdefault(parent_id, []).append((pk, path))
+    ratios: dict[str, float | None] = {}
+    for group in siblings.values():
+        total_usage = sum(subtree_usage.get(path, 0.0) for _, path in group)
+        total_budget = sum(budgets.get(pk, 0.0) for pk, _ in group)
+        for pk, path in group:
+            ratios[path] = fair_share_ratio(
+                usage=subtree_usage.get(path, 0.0), budget=budgets.get(pk, 0.0),
+                sibling_usage=total_usage, sibling_budget=total_budget,
+            )  # fmt: skip
+    return ratios
+
+
+# --- options that would start it sooner (computed by the policy) -----------------------------------------
+
+
+@dataclass(frozen=True)
+class StartOption:
+    label: str
+    starts_now: bool
+    estimated_start: datetime | None
+    detail: str
+
+
+def start_options(*, workload: Workload, now: datetime) -> list[StartOption]:
+    """Re-plan the cluster as it is now with the workload changed, and report what the policy does.
+
+    Variants: fewer GPUs (halving down to 1), and minimum runtime 0 (fully preemptible). The same
+    ``plan()`` the pass runs decides each, so an option shown is one the scheduler would take.
+    """
+    from scheduling.policy import plan
+    from scheduling.snapshot import snapshot_read
+
+    if workload.state != WorkloadState.PENDING:
+        return []
+    inputs = snapshot_read(cluster=workload.cluster, now=now)
+    pending = {w.id: w for w in inputs.snapshot.pending}
+    me = pending.get(workload.pk)
+    if me is None:
+        return []
+    options = []
+    for label, variant in _variants(me):
+        snapshot = dataclasses.replace(
+            inputs.snapshot, pending=tuple(variant if w.id == me.id else w for w in inputs.snapshot.pending)
+        )
+        outcome = plan(snapshot, now.timestamp(), inputs.config)
+        options.append(_option(label, me.id, outcome))
+    return options
+
+
+def _variants(me):  # noqa: ANN001, ANN202 - PendingWorkload in, (label, PendingWorkload) out
+    gpus = me.gpus // 2
+    while gpus >= 1:
+        per_node = me.gpus_per_node if me.gpus_per_node and gpus % me.gpus_per_node == 0 else None
+        yield (
+            f"Ask for {gpus} GPUs instead of {me.gpus}",
+            dataclasses.replace(me, gpus=gpus, gpus_per_node=per_node),
+        )
+        gpus //= 2
+    if me.min_runtime_s > 0:
+        yield "Set minimum runtime 0 (fully preemptible)", dataclasses.replace(me, min_runtime_s=0.0)
+
+
+def _option(label: str, workload_id: int, outcome) -> StartOption:  # noqa: ANN001 - a policy Plan
+    if any(start.workload_id == workload_id for start in outcome.starts):
+        return StartOption(label, True, None, "would start in the next pass")
+    reason = next((r for r in outcome.reasons if r.workload_id == workload_id), None)
+    if reason is None:
+        return StartOption(label, False, None, "no change")
+    estimate = datetime.fromtimestamp(reason.estimated_start, tz=UTC) if reason.estimated_start else None
+    return StartOption(label, False, estimate, reason.message)
