@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served from here, not a CDN: /api/docs/ works offline
     "django_filters",
     "django_htmx",
     "portal",
@@ -132,6 +133,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Budget tree, allocations, clusters, workloads and pending reasons.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery: Redis in production (REDIS_URL); the demo uses kombu's filesystem transport under var/.
