@@ -159,6 +159,12 @@ CELERY_TIMEZONE = TIME_ZONE
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 SCHEDULING_PASS_INTERVAL_S = env_int("SCHEDULING_PASS_INTERVAL_S", 10, minimum=1)
+# On databases without advisory locks (SQLite) a pass's claim lapses after this many seconds,
+# so a worker killed mid-pass does not block its cluster for ever.
+SCHEDULING_PASS_LEASE_S = env_int("SCHEDULING_PASS_LEASE_S", 300, minimum=10)
+CELERY_BEAT_SCHEDULE = {
+    "scheduling-passes": {"task": "scheduling.schedule_passes", "schedule": float(SCHEDULING_PASS_INTERVAL_S)},
+}
 
 LOGGING = {
     "version": 1,

@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from scheduling.backends.base import Backend, BackendUnavailable
@@ -102,7 +103,7 @@ def _pass_run(
         raise
     finally:
         record.total_ms = (time.perf_counter() - started) * 1000.0
-        record.finished_at = timezone.now()
+        record.finished_at = now + timedelta(milliseconds=record.total_ms)
         record.save()
 
 
@@ -132,3 +133,20 @@ def _phases(
     # 5. Dispatch
     with phase(record, "dispatch"):
         dispatch(record=record, cluster=cluster, backend=backend, now=now)
+
+
+def passes_due(*, now: datetime | None = None) -> list[tuple[int, int]]:
+    """(cluster id, interval s) for every cluster whose last pass started at least its interval ago."""
+    now = now or timezone.now()
+    last = dict(
+        SchedulingPass.objects.values("cluster_id")
+        .annotate(latest=Max("started_at"))
+        .values_list("cluster_id", "latest")
+    )
+    due = []
+    for cluster_id, interval_s in Cluster.objects.order_by("id").values_list("id", "pass_interval_s"):
+        started = last.get(cluster_id)
+        # Half a second of slack so a beat ticking at the same interval never skips a beat.
+        if started is None or (now - started).total_seconds() >= interval_s - 0.5:
+            due.append((cluster_id, interval_s))
+    return due

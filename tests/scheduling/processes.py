@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -59,10 +60,8 @@ def python(code: str, **env: str) -> subprocess.Popen:
 
 def kill(process: subprocess.Popen, sig: int = signal.SIGKILL) -> str:
     """Signal the whole process group, wait for it, and return what it printed."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, sig)
-    except ProcessLookupError:
-        pass
     try:
         output, _ = process.communicate(timeout=30)
     except subprocess.TimeoutExpired:

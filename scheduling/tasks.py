@@ -1,0 +1,23 @@
+"""Celery entry points: thin, id in, call the service. Beat runs ``schedule_passes`` every
+SCHEDULING_PASS_INTERVAL_S seconds; it queues one pass per cluster whose own interval has elapsed."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from scheduling.passes import passes_due, run_pass
+
+
+@shared_task(name="scheduling.run_pass", ignore_result=True)
+def run_scheduling_pass(cluster_id: int) -> str:
+    """One pass for one cluster; returns "skipped" when another worker holds the cluster's pass."""
+    return run_pass(cluster_id=cluster_id).status
+
+
+@shared_task(name="scheduling.schedule_passes", ignore_result=True)
+def schedule_passes() -> list[int]:
+    due = passes_due()
+    for cluster_id, interval_s in due:
+        # A pass still queued when the next one is due is dropped rather than piling up.
+        run_scheduling_pass.apply_async(args=[cluster_id], expires=max(interval_s, 5))
+    return [cluster_id for cluster_id, _ in due]
