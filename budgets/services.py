@@ -39,9 +39,10 @@ def node_create(*, actor: AbstractBaseUser | None, parent: BudgetNode | None, na
 def node_rename(*, actor: AbstractBaseUser | None, node: BudgetNode, name: str) -> BudgetNode:
     """Rename a node; its slug, and the path of its whole subtree, follow the new name."""
     name, slug = _clean_name(name)
-    if name == node.name:
-        return node
     with transaction.atomic():
+        (node,) = _locked(node)
+        if name == node.name:
+            return node
         _refuse_sibling_clash(parent=node.parent, slug=slug, name=name, exclude=node)
         _record(node=node, actor=actor, field="name", old=node.name, new=name)
         node.name = name
@@ -52,14 +53,19 @@ def node_rename(*, actor: AbstractBaseUser | None, node: BudgetNode, name: str) 
 
 
 def node_move(*, actor: AbstractBaseUser | None, node: BudgetNode, parent: BudgetNode) -> BudgetNode:
-    """Move a node (with its subtree) under another parent; never under itself or a descendant."""
-    if parent.pk == node.parent_id:
-        return node
-    if parent.pk == node.pk or parent.path.startswith(node.path + "/"):
-        raise ValidationError({"parent": "A node cannot move under itself or one of its descendants."})
-    if parent.archived:
-        raise ValidationError({"parent": "The new parent is archived."})
+    """Move a node (with its subtree) under another parent; never under itself or a descendant.
+
+    Both rows are locked and re-read first, so stale paths (or a concurrent move the other way)
+    cannot sneak a cycle in.
+    """
     with transaction.atomic():
+        node, parent = _locked(node, parent)
+        if parent.pk == node.parent_id:
+            return node
+        if parent.pk == node.pk or parent.path.startswith(node.path + "/"):
+            raise ValidationError({"parent": "A node cannot move under itself or one of its descendants."})
+        if parent.archived:
+            raise ValidationError({"parent": "The new parent is archived."})
         _refuse_sibling_clash(parent=parent, slug=node.slug, name=node.name, exclude=node)
         old_parent_path = node.parent.path if node.parent else ""
         _record(node=node, actor=actor, field="parent", old=old_parent_path, new=parent.path)
@@ -75,6 +81,7 @@ def node_archive(*, actor: AbstractBaseUser | None, node: BudgetNode, reason: st
     Archived nodes leave the tree editor and fund nothing; their history stays.
     """
     with transaction.atomic():
+        (node,) = _locked(node)
         subtree = list(
             BudgetNode.objects.select_for_update()
             .filter(archived=False, path__startswith=node.path + "/")
@@ -113,6 +120,15 @@ def allocation_set(
 
 
 # --- helpers -------------------------------------------------------------------------------------
+
+
+def _locked(*nodes: BudgetNode) -> list[BudgetNode]:
+    """Fresh copies of the nodes, row-locked in id order (no deadlock between two movers)."""
+    rows = {
+        row.pk: row
+        for row in BudgetNode.objects.select_for_update().filter(pk__in=[n.pk for n in nodes]).order_by("pk")
+    }
+    return [rows[n.pk] for n in nodes]
 
 
 def _clean_name(name: str) -> tuple[str, str]:

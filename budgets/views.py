@@ -10,7 +10,7 @@ from decimal import Decimal
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.forms import Form
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -84,9 +84,12 @@ def node_add_child(request: HttpRequest, cluster_slug: str, node_id: int) -> Htt
 @require_POST
 def node_move(request: HttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
     def apply(node: BudgetNode, form: Form, cluster: Cluster) -> BudgetNode:
-        parent = selectors.budget_node_for_user(
-            user=request.user, node_id=form.cleaned_data["parent"], action="add_child"
-        )
+        try:
+            parent = selectors.budget_node_for_user(
+                user=request.user, node_id=form.cleaned_data["parent"], action="add_child"
+            )
+        except Http404:
+            raise ValidationError({"parent": "There is no such node."}) from None
         return services.node_move(actor=request.user, node=node, parent=parent)
 
     return _edit(request, cluster_slug, node_id, "move_form", MoveForm, apply)

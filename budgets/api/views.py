@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import django_filters
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -78,10 +79,11 @@ class BudgetNodeViewSet(viewsets.ReadOnlyModelViewSet):
         node = selectors.budget_node_for_user(user=request.user, node_id=pk, action="edit")
         parent = _node_from_body(request, "parent", "add_child") if "parent" in request.data else None
         data = _valid(s.BudgetNodeUpdateSerializer, request.data)
-        if "name" in data:
-            _call(services.node_rename, actor=request.user, node=node, name=data["name"])
-        if parent is not None:
-            _call(services.node_move, actor=request.user, node=node, parent=parent)
+        with transaction.atomic():  # a rename and a move land together or not at all
+            if "name" in data:
+                _call(services.node_rename, actor=request.user, node=node, name=data["name"])
+            if parent is not None:
+                _call(services.node_move, actor=request.user, node=node, parent=parent)
         node.refresh_from_db()
         return Response(self.get_serializer(node).data)
 

@@ -256,3 +256,12 @@ def test_the_openapi_schema_generates_without_warnings(lab, tmp_path):
     schema = (tmp_path / "schema.yaml").read_text()
     assert "/api/v1/budget-nodes/tree/" in schema and "/api/v1/allocations/" in schema
     assert _api(lab, "bob").get("/api/schema/").status_code == 200
+
+
+def test_a_rename_with_a_refused_move_changes_neither(lab):
+    response = _api(lab, "ada").patch(
+        f"/api/v1/budget-nodes/{lab.vision.pk}/", {"name": "Sight", "parent": lab.detection.pk}
+    )
+
+    assert response.status_code == 400
+    assert BudgetNode.objects.get(pk=lab.vision.pk).name == "Vision" and not BudgetChange.objects.exists()

@@ -247,3 +247,12 @@ def test_the_home_page_tells_each_persona_their_role(lab):
     )
     assert "staff" in _client(lab, "oscar").get("/").content.decode()
     assert "administrator" in _client(lab, "ada").get("/").content.decode()
+
+
+def test_moving_under_an_unknown_node_is_a_field_error(lab):
+    response = _client(lab, "ada").post(
+        f"/budgets/main/nodes/{lab.perception.pk}/move/", {"parent": 999999}, **HTMX
+    )
+
+    assert response.status_code == 200 and "There is no such node." in response.content.decode()
+    assert BudgetNode.objects.get(pk=lab.perception.pk).parent == lab.vision
