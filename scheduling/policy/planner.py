@@ -481,10 +481,10 @@ class _Pass:
             self.reserved.add_node(spec, self.index.remove_node(name))
 
     def _blocked_key(self, workload: PendingWorkload, shape: Shape, backfill: bool, protected) -> tuple:
-        if workload is self.reserved_workload:
-            return ("reserved_self", shape)
         if protected is not None:
             return protected
+        if workload is self.reserved_workload:
+            return ("reserved_self", shape)
         if self.reservation is not None and not backfill and shape not in self.no_fit_reserved:
             return ("held_for", self.reservation.workload_id)
         if self.fairshare and not self._funded(workload):
@@ -577,7 +577,7 @@ class _Pass:
         if kind == "reserved_self" and self.reservation is not None:
             estimate = self.reservation.start_at or INFINITE
         free = self.index.free_gpus(shape[2]) + self.reserved.free_gpus(shape[2])
-        if kind == "capacity" and free >= shape[0]:
+        if free >= shape[0]:
             nodes = sum(1 for name, count in self.index.free.items() if count and self._matches(name, shape))
             return reasons.fragmented(shape, self._node_size(shape), free, nodes, estimate)
         return reasons.waiting_for_gpus(shape, self._node_size(shape), estimate)

@@ -117,6 +117,8 @@ class FairTree:
     def key(self, path: AllocationPath) -> tuple[float, float]:
         """Sort key among siblings, larger first: (budget / usage ~ LF, budget ~ S)."""
         budget = self.budget[path]
+        if budget <= 0:
+            return (0.0, 0.0)  # S == 0: LF == 0 whatever the usage (unfunded ranks last)
         used = self.subtree_usage[path]
         return (budget / used if used > 0 else INFINITE, budget)
 
