@@ -46,7 +46,7 @@ def summarize(engine: Engine, policy: str, wall_s: float) -> SimulationResult:
         "jobs": len(measured),
         "gpus": engine.inputs.gpus,
         "nodes": len(engine.inputs.cluster_nodes),
-        **_impact(per_team),
+        **_impact(engine),
         **_pyramid(engine),
         **_queue(engine, measured, waits),
         **_plan_times(engine, wall_s),
@@ -92,16 +92,18 @@ def _per_team(engine: Engine) -> list[dict[str, object]]:
     return rows
 
 
-def _impact(per_team: list[dict[str, object]]) -> dict[str, object]:
-    owed = sum(float(row["owed_gpu_hours"]) for row in per_team)
-    met = sum(min(float(row["delivered_gpu_hours"]), float(row["owed_gpu_hours"])) for row in per_team)
-    capped = [min(float(row["delivered_owed_ratio"]), 1.0) for row in per_team]
+def _impact(engine: Engine) -> dict[str, object]:
+    """Computed from the unrounded ledger, so the overall ratio is exact."""
+    ledgers = [ledger for ledger in engine.ledger.allocations.values() if ledger.owed_s > 0]
+    owed = sum(ledger.owed_s for ledger in ledgers)
+    met = sum(min(ledger.delivered_s, ledger.owed_s) for ledger in ledgers)
+    capped = [min(ledger.delivered_s / ledger.owed_s, 1.0) for ledger in ledgers]
     jain = jain_index(capped)
     return {
         "delivered_owed_ratio": round(met / owed, 4) if owed else None,
-        "owed_gpu_hours": round(owed, 1),
-        "delivered_gpu_hours": round(sum(float(row["delivered_gpu_hours"]) for row in per_team), 1),
-        "teams": len(per_team),
+        "owed_gpu_hours": round(owed / 3600, 1),
+        "delivered_gpu_hours": round(sum(ledger.delivered_s for ledger in ledgers) / 3600, 1),
+        "teams": len(ledgers),
         "teams_at_95pct": sum(ratio >= AT_95PCT for ratio in capped),
         "jain_index": None if jain is None else round(jain, 4),
     }
