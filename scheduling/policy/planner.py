@@ -578,12 +578,17 @@ class _Pass:
             estimate = self.reservation.start_at or INFINITE
         free = self.index.free_gpus(shape[2]) + self.reserved.free_gpus(shape[2])
         if free >= shape[0]:
-            nodes = sum(1 for name, count in self.index.free.items() if count and self._matches(name, shape))
+            nodes = sum(
+                1
+                for index in (self.index, self.reserved)
+                for name, count in index.free.items()
+                if count and self._matches(index, name, shape)
+            )
             return reasons.fragmented(shape, self._node_size(shape), free, nodes, estimate)
         return reasons.waiting_for_gpus(shape, self._node_size(shape), estimate)
 
-    def _matches(self, name: str, shape: Shape) -> bool:
-        return shape[2] is None or self.index.spec[name].gpu_type == shape[2]
+    def _matches(self, index: FreeIndex, name: str, shape: Shape) -> bool:
+        return shape[2] is None or index.spec[name].gpu_type == shape[2]
 
     def _estimate(self, shape: Shape) -> float:
         if self.profile is None:
