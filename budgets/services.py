@@ -78,7 +78,9 @@ def node_move(*, actor: AbstractBaseUser | None, node: BudgetNode, parent: Budge
 def node_archive(*, actor: AbstractBaseUser | None, node: BudgetNode, reason: str = "") -> int:
     """Archive a node and every live node below it; returns how many nodes were archived.
 
-    Archived nodes leave the tree editor and fund nothing; their history stays.
+    Archived nodes leave the tree editor and fund nothing: their allocations drop to 0 (each drop
+    recorded), so every reader of Allocation (the scheduler's snapshot too) sees them unfunded.
+    Their history stays.
     """
     with transaction.atomic():
         (node,) = _locked(node)
@@ -92,7 +94,20 @@ def node_archive(*, actor: AbstractBaseUser | None, node: BudgetNode, reason: st
             target.archived = True
             _record(node=target, actor=actor, field="archived", old="no", new="yes", reason=reason)
         BudgetNode.objects.filter(pk__in=[target.pk for target in targets]).update(archived=True)
+        _defund(nodes=targets, actor=actor, reason=f"archived: {reason}" if reason else "archived")
     return len(targets)
+
+
+def _defund(*, nodes: list[BudgetNode], actor: AbstractBaseUser | None, reason: str) -> None:
+    funded = (
+        Allocation.objects.select_for_update().filter(node__in=nodes, gpus__gt=0).select_related("cluster")
+    )
+    by_id = {node.pk: node for node in nodes}
+    for allocation in funded.order_by("node__path", "cluster_id"):
+        old = Decimal(allocation.gpus).quantize(CENT)
+        _record(node=by_id[allocation.node_id], actor=actor, field="gpus", old=old, new=Decimal(0).quantize(CENT),
+                reason=reason, cluster=allocation.cluster)  # fmt: skip
+    funded.update(gpus=0)
 
 
 def allocation_set(

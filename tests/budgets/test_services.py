@@ -116,6 +116,18 @@ def test_archiving_archives_the_live_subtree_once(lab):
     assert BudgetChange.objects.filter(field="archived").count() == 2
 
 
+def test_archiving_defunds_the_subtree_and_records_each_drop(lab):
+    services.node_archive(actor=lab.alice, node=lab.perception, reason="team ended")
+
+    assert set(Allocation.objects.filter(node__archived=True).values_list("gpus", flat=True)) == {Decimal(0)}
+    drops = BudgetChange.objects.filter(field="gpus").order_by("id")
+    assert list(drops.values_list("node__slug", "old_value", "new_value", "reason")) == [
+        ("perception", "8.00", "0.00", "archived: team ended"),
+        ("detection", "4.00", "0.00", "archived: team ended"),
+    ]
+    assert Allocation.objects.get(node=lab.vision, cluster=lab.main).gpus == 12
+
+
 def test_setting_an_allocation_records_old_new_cluster_and_reason(lab):
     services.allocation_set(
         actor=lab.alice, node=lab.perception, cluster=lab.main, gpus="10.5", reason="new run"

@@ -193,7 +193,7 @@ def test_a_manager_moves_renames_and_archives_below_their_node(lab):
     assert (node.path, node.archived) == ("lab/vision/generation/detectors", True)
     assert "Archived" in archived.content.decode()
     assert list(BudgetChange.objects.filter(node=node).order_by("id").values_list("field", flat=True)) == [
-        "parent", "name", "archived",
+        "parent", "name", "archived", "gpus",  # archiving also drops its allocation to 0
     ]  # fmt: skip
 
 
