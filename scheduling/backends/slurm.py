@@ -306,7 +306,10 @@ def attempt(job: SlurmJob) -> int:
 
 def observed_state(job: SlurmJob) -> JobState:
     """Slurm's job state in the portal's words. A job the portal released that Slurm has not
-    started yet (its pinned nodes are still being freed) is admitted: it counts as running there."""
+    started yet (its pinned nodes are still being freed) is admitted: it counts as running there.
+    A requeued-and-held job still COMPLETING (its processes being killed) is already waiting."""
+    if job.state == "COMPLETING" and job.held:
+        return JobState.WAITING
     state = JOB_STATES.get(job.state, JobState.WAITING)
     if state is JobState.WAITING and not job.held and portal_attempt(job) is not None:
         return JobState.RUNNING

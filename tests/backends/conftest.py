@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from scheduling.backends.slurm import SlurmBackend, SlurmSettings
+from scheduling.backends.slurm_parse import expand_hostlist
 
 SLURM_CONF = os.environ.get("SLURM_TEST_CONF", "/var/tmp/portal-slurm/etc/slurm.conf")
 TEST_ACCOUNTS = ("lab", "lab.nlp", "lab.vision")  # created by TestSlurm, outside the portal's mirror
@@ -57,6 +58,11 @@ class TestSlurm:
         line = slurm_command("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T|%N").strip()
         state, _, nodes = line.partition("|")
         return state, nodes
+
+    def squeue_all_nodes(self) -> set[str]:
+        """Every node that runs a job now, as squeue says."""
+        lines = slurm_command("squeue", "-h", "-t", "R", "-o", "%N").split()
+        return {node for line in lines for node in expand_hostlist(line)}
 
     def wait_for(self, predicate: Callable[[], object], *, timeout: float = 30, what: str = "") -> object:
         deadline = time.monotonic() + timeout
