@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from portal.env import (
@@ -112,6 +113,8 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", _plotly_js_dir())]
 WHITENOISE_USE_FINDERS = True
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+with contextlib.suppress(OSError):  # whitenoise warns on every request when the folder is missing
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -163,7 +166,10 @@ SCHEDULING_PASS_INTERVAL_S = env_int("SCHEDULING_PASS_INTERVAL_S", 10, minimum=1
 # so a worker killed mid-pass does not block its cluster for ever.
 SCHEDULING_PASS_LEASE_S = env_int("SCHEDULING_PASS_LEASE_S", 300, minimum=10)
 CELERY_BEAT_SCHEDULE = {
-    "scheduling-passes": {"task": "scheduling.schedule_passes", "schedule": float(SCHEDULING_PASS_INTERVAL_S)},
+    "scheduling-passes": {
+        "task": "scheduling.schedule_passes",
+        "schedule": float(SCHEDULING_PASS_INTERVAL_S),
+    },
 }
 
 LOGGING = {
