@@ -13,7 +13,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-MAX_ACCOUNT_LENGTH = 64
+MAX_ACCOUNT_LENGTH = 63  # also a Kubernetes label value (<= 63 characters)
 PORTAL_ORGANIZATION = "portal"  # sacctmgr Organization of every account the mirror manages
 _HASHED = re.compile(r"-[0-9a-f]{8}$")
 
