@@ -35,6 +35,16 @@ class FreeIndex:
         for node in nodes:
             self.add_node(node, node.gpus)
 
+    def copy(self) -> FreeIndex:
+        """An independent index with the same free counts (list copies, no re-sorting)."""
+        twin = FreeIndex()
+        twin.free = dict(self.free)
+        twin.spec = dict(self.spec)
+        twin.buckets = {kind: [list(bucket) for bucket in buckets] for kind, buckets in self.buckets.items()}
+        twin.whole = {key: list(names) for key, names in self.whole.items()}
+        twin.free_by_type = dict(self.free_by_type)
+        return twin
+
     # -- maintenance -------------------------------------------------------------------------
     def add_node(self, node: ClusterNodeSpec, free: int) -> None:
         self.spec[node.name] = node

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from scheduling.policy import reasons
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preemption import VictimPool, choose_victims
-from scheduling.policy.queues import FairShareQueue, StaticQueue, priority_key, submit_key
+from scheduling.policy.queues import FairShareQueue, StaticQueue, group_pending, priority_key, submit_key
 from scheduling.policy.ranking import FairTree
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
 from scheduling.policy.types import (
@@ -81,6 +81,7 @@ class _Pass:
         self.fit_at_start: dict[Shape, bool] = {}
         self.generation = 0  # bumped whenever capacity, standing or the reservation changes
         self.pools: dict[tuple, tuple[int, VictimPool]] = {}
+        self.profile: tuple[tuple[int, int], ReleaseProfile] | None = None
 
     # -- phases --------------------------------------------------------------------------------
     def run(self) -> Plan:
@@ -107,21 +108,22 @@ class _Pass:
 
     def _rank(self) -> None:
         snapshot = self.snapshot
-        pending = sorted(snapshot.pending, key=_SUBMIT_ORDER)
-        self.held = [w for w in pending if w.held]
-        active = [w for w in pending if not w.held] if self.held else pending
-        allocations = {w.allocation for w in pending} | {w.allocation for w in snapshot.running}
+        groups, self.held = group_pending(snapshot.pending)
+        allocations = {allocation for allocation, _ in groups} | {w.allocation for w in snapshot.running}
+        allocations.update(w.allocation for w in self.held)
         self.tree = FairTree(snapshot.tree, snapshot.usage, snapshot.user_usage, allocations)
         if self.fairshare:
             self.tree.charge_running(snapshot.running, self.now, self.charge_s)
             funded = self.tree.funded
             self.queues = [
-                FairShareQueue(self.tree, [w for w in active if w.allocation in funded]),
-                FairShareQueue(self.tree, [w for w in active if w.allocation not in funded]),
+                FairShareQueue(self.tree, {key: queue for key, queue in groups.items() if key[0] in funded}),
+                FairShareQueue(
+                    self.tree, {key: queue for key, queue in groups.items() if key[0] not in funded}
+                ),
             ]
         else:
             key = priority_key if self.config.ordering == "priority" else submit_key
-            self.queues = [StaticQueue(active, key)]
+            self.queues = [StaticQueue((w for queue in groups.values() for w in queue), key)]
 
     def _index(self) -> None:
         healthy = [node for node in self.snapshot.nodes if node.healthy]
@@ -140,7 +142,7 @@ class _Pass:
         self.sizes = {}
         for node in healthy:
             self.sizes.setdefault(node.gpu_type, []).append(node.gpus)
-        self.initial_free = dict(self.index.free)
+        self.start_index = self.index.copy()  # what was free before this pass took anything
 
     def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:
         """GPU-seconds a preemption throws away (0 for resumable work: it resumes), then id."""
@@ -468,9 +470,7 @@ class _Pass:
 
     # -- reserve -------------------------------------------------------------------------------
     def _reserve(self, workload: PendingWorkload, shape: Shape) -> None:
-        healthy = [node for node in self.snapshot.nodes if node.name in self.index.free]
-        profile = ReleaseProfile(healthy, self.index.free, self.occupants, self.now)
-        start_at, names = profile.earliest(shape)
+        start_at, names = self._release_profile().earliest(shape)
         if not names:
             return
         self.reservation = Reservation(workload.id, names, start_at)
@@ -493,8 +493,6 @@ class _Pass:
 
     # -- explain -------------------------------------------------------------------------------
     def _explain(self) -> tuple:
-        self.profile = None
-        self.start_index: FreeIndex | None = None
         self.first_seen: dict[str, int] = {}
         resolved: dict[int, reasons.Outcome] = {}  # by id(key): shared keys are the same object
         set_id, set_code, set_params, set_message, set_position, set_estimate = reasons.SLOT_SETTERS
@@ -552,11 +550,6 @@ class _Pass:
         """Would ``shape`` have fitted on the GPUs free when the pass began? (Then work ahead took them.)"""
         memo = self.fit_at_start
         if shape not in memo:
-            if self.start_index is None:
-                nodes = [node for node in self.snapshot.nodes if node.name in self.initial_free]
-                self.start_index = FreeIndex(nodes)
-                for name, free in self.initial_free.items():
-                    self.start_index._set(name, free)
             memo[shape] = self.start_index.place(shape) is not None
         return memo[shape]
 
@@ -591,11 +584,16 @@ class _Pass:
         return shape[2] is None or index.spec[name].gpu_type == shape[2]
 
     def _estimate(self, shape: Shape) -> float:
-        if self.profile is None:
+        return self._release_profile().earliest(shape)[0]
+
+    def _release_profile(self) -> ReleaseProfile:
+        """When GPUs free up, from what runs now; rebuilt only after a start or a preemption."""
+        stamp = (len(self.starts), len(self.preemptions))
+        if self.profile is None or self.profile[0] != stamp:
             nodes = [node for node in self.snapshot.nodes if node.healthy]
             free = {**self.index.free, **self.reserved.free}
-            self.profile = ReleaseProfile(nodes, free, self.occupants, self.now)
-        return self.profile.earliest(shape)[0]
+            self.profile = (stamp, ReleaseProfile(nodes, free, self.occupants, self.now))
+        return self.profile[1]
 
     def _node_size(self, shape: Shape) -> int:
         sizes = [size for kind, found in self.sizes.items() if shape[2] in (None, kind) for size in found]

@@ -41,6 +41,7 @@ class VictimPool:
         self.best_one_node: dict[str, int] = {}  # gpu type -> most GPUs one node could have free
         self.whole_nodes: dict[tuple[str, int], int] = {}  # (type, size) -> nodes that could be free
         self.clearable: list[tuple[int, str, list[RunningWorkload]]] = []  # (worst rank, node, victims)
+        self.usable: dict[tuple[int, str | None], dict] = {}  # (node size, gpu type) -> usable nodes
         for name in sorted(freeable):
             spec = index.spec[name]
             total = index.free[name] + freeable[name]
@@ -111,7 +112,11 @@ def _on_whole_nodes(gpus: int, gpu_type: str | None, index: FreeIndex, pool: Vic
 
 def _usable_nodes(size: int, gpu_type: str | None, index: FreeIndex, pool: VictimPool) -> dict:
     """domain -> [(worst victim's rank, node name, victims)] for nodes that are free or clearable."""
+    cached = pool.usable.get((size, gpu_type))
+    if cached is not None:
+        return cached
     usable: dict[str, list] = {}
+    pool.usable[(size, gpu_type)] = usable
     for (kind, node_size, domain), names in index.whole.items():
         if node_size == size and gpu_type in (None, kind):
             usable.setdefault(domain, []).extend((-1, name, []) for name in names)

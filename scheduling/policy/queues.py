@@ -11,11 +11,13 @@ from __future__ import annotations
 from bisect import insort
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from operator import attrgetter
 
 from scheduling.policy.ranking import ROOT, FairTree
 from scheduling.policy.types import AllocationPath, PendingWorkload
 
 SortKey = Callable[[PendingWorkload], tuple]
+SUBMIT_ORDER = attrgetter("submitted_at", "id")
 
 
 def submit_key(workload: PendingWorkload) -> tuple[float, int]:
@@ -26,22 +28,39 @@ def priority_key(workload: PendingWorkload) -> tuple[int, float, int]:
     return (-workload.priority, workload.submitted_at, workload.id)
 
 
+def group_pending(
+    pending: Iterable[PendingWorkload],
+) -> tuple[dict[tuple[AllocationPath, str], list[PendingWorkload]], list[PendingWorkload]]:
+    """One pass: (allocation, user) -> queued workloads in submit order, and the held ones."""
+    grouped: dict[tuple[AllocationPath, str], list[PendingWorkload]] = {}
+    held: list[PendingWorkload] = []
+    for workload in pending:
+        if workload.held:
+            held.append(workload)
+            continue
+        key = (workload.allocation, workload.user)
+        queue = grouped.get(key)
+        if queue is None:
+            grouped[key] = [workload]
+        else:
+            queue.append(workload)
+    for queue in grouped.values():
+        queue.sort(key=SUBMIT_ORDER)  # linear when the caller already read them in this order
+    held.sort(key=SUBMIT_ORDER)
+    return grouped, held
+
+
 class FairShareQueue:
     """Pending workloads grouped per (allocation, user), served in live Fair Tree order."""
 
-    def __init__(self, tree: FairTree, workloads: Iterable[PendingWorkload]) -> None:
+    def __init__(
+        self, tree: FairTree, groups: dict[tuple[AllocationPath, str], list[PendingWorkload]]
+    ) -> None:
+        """``groups``: (allocation, user) -> workloads in (submitted_at, id) order (see ``group_pending``)."""
         self.tree = tree
-        grouped: dict[tuple[AllocationPath, str], list[PendingWorkload]] = {}
-        for workload in workloads:  # already in (submitted_at, id) order
-            key = (workload.allocation, workload.user)
-            queue = grouped.get(key)
-            if queue is None:
-                grouped[key] = [workload]
-            else:
-                queue.append(workload)
         self.by_allocation: dict[AllocationPath, dict[str, deque[PendingWorkload]]] = {}
         self.counts: dict[AllocationPath, int] = {}
-        for (allocation, user), queue in grouped.items():
+        for (allocation, user), queue in groups.items():
             self.by_allocation.setdefault(allocation, {})[user] = deque(queue)
             self._count(allocation, len(queue))
         self.current: tuple[AllocationPath, str, deque[PendingWorkload]] | None = None

@@ -19,6 +19,7 @@ from scheduling.policy import (
 from scheduling.policy.placement import FreeIndex
 from scheduling.policy.ranking import FairTree
 from scheduling.policy.replay import after_plan
+from scheduling.policy.reservation import release_at
 
 NOW = 1_000_000.0
 HOUR = 3600.0
@@ -196,17 +197,31 @@ def test_every_pending_workload_has_exactly_one_reason(state, ordering):
 @given(snapshots())
 @SETTINGS
 def test_backfilled_work_cannot_push_back_a_reserved_large_job(state):
+    """At the reservation's start, the reserved nodes can hold the job: work started by this plan is
+    gone by then (it ends by its declared runtime) or preemptible (its protection is over)."""
     result = plan(state, NOW, CONFIG)
     if not result.reservations:
         return
     (reservation,) = result.reservations
-    reserved = set(reservation.nodes)
+    at = reservation.start_at
     pending = {workload.id: workload for workload in state.pending}
+    busy = Counter()
+    for workload in state.running:  # as the reservation saw them
+        if workload.id not in {p.workload_id for p in result.preemptions} and release_at(workload, NOW) > at:
+            busy.update(dict(workload.placement))
     for start in result.starts:
-        if reserved & {name for name, _ in start.placement}:
-            runtime = pending[start.workload_id].max_runtime_s
-            ends_in_time = runtime is not None and NOW + runtime <= reservation.start_at
-            assert ends_in_time or start.protected_until <= reservation.start_at
+        runtime = pending[start.workload_id].max_runtime_s
+        gone = min(NOW + runtime if runtime is not None else float("inf"), start.protected_until)
+        if gone > at:
+            busy.update(dict(start.placement))
+    specs = {node.name: node for node in state.nodes}
+    free = [specs[name].gpus - busy[name] for name in reservation.nodes]
+    job = pending[reservation.workload_id]
+    if len(reservation.nodes) == 1:
+        assert free[0] >= job.gpus
+    else:
+        assert all(count == specs[name].gpus for count, name in zip(free, reservation.nodes, strict=True))
+        assert sum(free) >= job.gpus
 
 
 @given(
