@@ -17,7 +17,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
 
 from budgets import access
-from budgets.models import Allocation, BudgetChange, BudgetNode, Membership
+from budgets.models import Allocation, BudgetChange, BudgetNode
 from scheduling.models import Cluster
 
 User = AbstractBaseUser | AnonymousUser
@@ -223,14 +223,3 @@ def budget_changes() -> QuerySet[BudgetChange]:
 
 def allocations() -> QuerySet[Allocation]:
     return Allocation.objects.select_related("node", "cluster").order_by("cluster__name", "node__path", "id")
-
-
-def memberships_of(*, user: User) -> list[Membership]:
-    """The user's roles in the tree, root first."""
-    if not user.is_authenticated:
-        return []
-    return list(
-        Membership.objects.filter(user=user, node__archived=False)
-        .select_related("node")
-        .order_by("node__path")
-    )

@@ -1,18 +1,7 @@
-from django.contrib.auth.decorators import login_required
+"""Cross-cutting endpoints. The home page lives in portal/pages.py (the persona dashboards)."""
+
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
-
-from budgets import selectors
-
-
-@login_required
-def home(request: HttpRequest) -> HttpResponse:
-    context = {
-        "memberships": selectors.memberships_of(user=request.user),
-        "clusters": list(selectors.cluster_list()),
-    }
-    return render(request, "portal/home.html", context)
+from django.http import HttpRequest, JsonResponse
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
