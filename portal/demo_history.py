@@ -170,10 +170,16 @@ def _queue(cluster: Cluster, leaves: list, now: datetime, rng: random.Random, us
         PendingReason.objects.create(
             workload=workload, updated_at=now, position=index + 1, **_reason(index, node, gpus, now)
         )
+    free = {machine.name: machine.gpus for machine in nodes}
     for index in range(12):
         node, _ = leaves[(index * 3) % len(leaves)]
         user = users[index % len(users)] if index < 3 else f"user{index + 40:02d}"
-        _running(cluster, node, user, nodes[index % len(nodes)], now, index, rng)
+        gpus = [1, 2, 4, 8][index % 4]
+        machine = next((m for m in nodes if free[m.name] >= gpus), None)
+        if machine is not None:
+            free[machine.name] -= gpus
+            _running(cluster, node, user, machine, gpus, now, index, rng)
+    _fill_cluster(cluster, leaves, [m for m in nodes if free[m.name] == m.gpus], now)
     for index in range(8):
         node, _ = leaves[(index * 5) % len(leaves)]
         _finished(cluster, node, users[0] if index < 2 else f"user{index + 60:02d}", now, index)
@@ -181,6 +187,18 @@ def _queue(cluster: Cluster, leaves: list, now: datetime, rng: random.Random, us
         started = now - timedelta(seconds=10 * (index + 1))
         SchedulingPass.objects.create(cluster=cluster, started_at=started, finished_at=started + timedelta(milliseconds=60),
                                       status="completed", total_ms=40 + 5 * index, pending_count=len(pending))  # fmt: skip
+
+
+def _fill_cluster(cluster: Cluster, leaves: list, machines: list[Node], now: datetime) -> None:
+    """Whole-node funded runs on all but the last two nodes, so the queue waits for a reason."""
+    for index, machine in enumerate(machines[:-2]):
+        node, _ = leaves[index % len(leaves)]
+        started = now - timedelta(minutes=20 + 13 * (index % 40))
+        workload = _workload(cluster, node, f"user{index % 50 + 100:03d}", machine.gpus, started, index,
+                             state=WorkloadState.RUNNING, first_started_at=started, attempt=1)  # fmt: skip
+        Run.objects.create(workload=workload, cluster=cluster, allocation=node, user_name=workload.user_name, attempt=1,
+                           gpus=machine.gpus, placement=[[machine.name, machine.gpus]], started_at=started,
+                           protected_until=started + timedelta(hours=4), wait_s=600.0)  # fmt: skip
 
 
 def _workload(
@@ -216,12 +234,12 @@ def _running(
     node: BudgetNode,
     user: str,
     machine: Node,
+    gpus: int,
     now: datetime,
     index: int,
     rng: random.Random,
 ) -> None:
     started = now - timedelta(hours=1 + index)
-    gpus = [1, 2, 4, 8][index % 4] if machine.gpus >= 8 else 1
     workload = _workload(cluster, node, user, gpus, started - timedelta(minutes=5), index, state=WorkloadState.RUNNING,
                          first_started_at=started, attempt=1, requeue_count=index % 3)  # fmt: skip
     Run.objects.create(workload=workload, cluster=cluster, allocation=node, user_name=user, attempt=1, gpus=gpus,

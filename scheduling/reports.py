@@ -195,7 +195,9 @@ def start_options(*, workload: Workload, now: datetime) -> list[StartOption]:
     """Re-plan the cluster as it is now with the workload changed, and report what the policy does.
 
     Variants: fewer GPUs (halving down to 1), and minimum runtime 0 (fully preemptible). The same
-    ``plan()`` the pass runs decides each, so an option shown is one the scheduler would take.
+    ``plan()`` the pass runs decides each, so an option shown is one the scheduler would take; only
+    variants that start now or earlier than the workload as it is are returned. When the workload
+    would start in the next pass anyway, the one option is "As it is".
     """
     from scheduling.policy import plan
     from scheduling.snapshot import snapshot_read
@@ -207,14 +209,24 @@ def start_options(*, workload: Workload, now: datetime) -> list[StartOption]:
     me = pending.get(workload.pk)
     if me is None:
         return []
-    options = []
-    for label, variant in _variants(me):
-        snapshot = dataclasses.replace(
-            inputs.snapshot, pending=tuple(variant if w.id == me.id else w for w in inputs.snapshot.pending)
-        )
-        outcome = plan(snapshot, now.timestamp(), inputs.config)
-        options.append(_option(label, me.id, outcome))
-    return options
+
+    def decide(label: str, variant) -> StartOption:  # noqa: ANN001 - a PendingWorkload
+        pending = tuple(variant if w.id == me.id else w for w in inputs.snapshot.pending)
+        outcome = plan(dataclasses.replace(inputs.snapshot, pending=pending), now.timestamp(), inputs.config)
+        return _option(label, me.id, outcome)
+
+    as_is = decide("As it is", me)
+    if as_is.starts_now:
+        return [as_is]
+    return [option for option in (decide(label, v) for label, v in _variants(me)) if _sooner(option, as_is)]
+
+
+def _sooner(option: StartOption, baseline: StartOption) -> bool:
+    if option.starts_now:
+        return True
+    if option.estimated_start is None:
+        return False
+    return baseline.estimated_start is None or option.estimated_start < baseline.estimated_start
 
 
 def _variants(me):  # noqa: ANN001, ANN202 - PendingWorkload in, (label, PendingWorkload) out
