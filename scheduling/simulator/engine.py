@@ -18,8 +18,10 @@ import heapq
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from scheduling.policy import (
+    BudgetNodeSpec,
     ClusterNodeSpec,
     PendingWorkload,
     Plan,
@@ -73,6 +75,16 @@ class JobState:
         self.ended_at: float | None = None
         self.requeue_waits: list[float] = []
         self.preempted = 0  # times it was preempted inside the measured period
+
+
+def _tree_for(config: PolicyConfig, tree: tuple[BudgetNodeSpec, ...]) -> tuple[BudgetNodeSpec, ...]:
+    """The tree the policy sees. The old worlds ("priority", "fifo") had no budgets, so nothing in
+    them is "unfunded": every allocation is just an account, and only classes and submit order
+    count. (Budget 0 would make the policy treat that work as always preemptible.) The metrics
+    still use the real budgets."""
+    if config.ordering == "fairshare":
+        return tree
+    return tuple(replace(spec, budget=spec.budget or 1e-9) for spec in tree)
 
 
 def _pending_workload(spec: SimJob) -> PendingWorkload:
@@ -136,6 +148,7 @@ class Engine:
         self.next_pass: float | None = None
         self.last_pass_at = -math.inf
         self.node_tuple: tuple[ClusterNodeSpec, ...] = inputs.cluster_nodes
+        self.policy_tree = _tree_for(config, inputs.tree)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -313,7 +326,7 @@ class Engine:
             started_at=self.now,
             protected_until=start.protected_until,
             resumable=spec.resumable,
-            funded=state.funded,
+            funded=start.funded,  # the plan's own verdict, as the live pass records it
             workload_class=spec.workload_class,
             expected_end=None if max_runtime is None else self.now + max_runtime,
             submitted_at=spec.submit_s,
@@ -424,7 +437,7 @@ class Engine:
         now, usage = self.now, self.usage
         return Snapshot(
             cluster=self.inputs.name,
-            tree=self.inputs.tree,
+            tree=self.policy_tree,
             nodes=self.node_tuple,
             running=tuple(self.running.values()),
             pending=tuple(self.pending.values()),

@@ -59,8 +59,8 @@ class Ai2Parameters:
     teams: int = 15
     researchers: int = 150
     allocated_share: float = 0.82
-    funded_load: float = 0.95
-    unfunded_load: float = 0.2
+    funded_load: float = 0.82
+    unfunded_load: float = 0.4
     weekend_factor: float = 0.55
     seasonality: float = 0.5
     debug_per_researcher_day: float = 1.5

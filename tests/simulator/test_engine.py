@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from scheduling.policy import BudgetNodeSpec, ClusterNodeSpec, Plan, Start
@@ -132,3 +134,13 @@ def test_only_the_measured_period_counts_after_the_warmup():
 
     assert summary["jobs"] == 1
     assert summary["occupancy"] == 0.5  # job 2 runs 50 of the 100 measured seconds
+
+
+def test_in_the_priority_world_only_a_higher_class_preempts_even_opportunistic_work(preemption_story):
+    same_class = run_simulation(preemption_story, policy="priority").summary
+    assert same_class["preemptions"] == 0
+    assert same_class["by_class"]["batch"]["wait_p90_s"] == round(0.9 * 750, 1)  # A waits for U: 250 -> 1000
+
+    higher = [replace(job, priority=2) if job.id == 2 else job for job in preemption_story.jobs]
+    summary = run_simulation(replace(preemption_story, jobs=tuple(higher)), policy="priority").summary
+    assert summary["preemptions"] == 1
