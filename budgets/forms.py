@@ -9,13 +9,27 @@ from django.core.exceptions import ValidationError
 from budgets.selectors import TreeRow
 
 
-class NameForm(forms.Form):
-    """Used both to add a child and to rename a node."""
+class PanelForm(forms.Form):
+    """The panel shows several forms at once: each gets its own id prefix so ids stay unique."""
 
+    id_prefix = "id"
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("auto_id", f"{self.id_prefix}_%s")
+        super().__init__(*args, **kwargs)
+
+
+class RenameForm(PanelForm):
+    id_prefix = "rename"
     name = forms.CharField(max_length=100, strip=True)
 
 
-class AllocationForm(forms.Form):
+class ChildForm(PanelForm):
+    id_prefix = "child"
+    name = forms.CharField(max_length=100, strip=True)
+
+
+class AllocationForm(PanelForm):
     # A CharField so the service gives the same message on a page as on the API for "abc" or "-3".
     gpus = forms.CharField(
         label="GPUs", max_length=20, widget=forms.TextInput(attrs={"inputmode": "decimal"})
@@ -25,9 +39,10 @@ class AllocationForm(forms.Form):
     )
 
 
-class MoveForm(forms.Form):
+class MoveForm(PanelForm):
     # The select offers only valid targets, but a crafted id is still checked by the access getter
     # (403) and the service (cycle), so the field is a plain integer.
+    id_prefix = "move"
     parent = forms.IntegerField(label="New parent", widget=forms.Select)
 
     def __init__(self, *args: object, targets: list[TreeRow], **kwargs: object) -> None:
@@ -37,7 +52,9 @@ class MoveForm(forms.Form):
         ]
 
 
-class ArchiveForm(forms.Form):
+class ArchiveForm(PanelForm):
+    id_prefix = "archive"
+
     reason = forms.CharField(max_length=500, required=False)
 
 

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from budgets import selectors, services
-from budgets.forms import AllocationForm, ArchiveForm, MoveForm, NameForm, apply_service_errors
+from budgets.forms import AllocationForm, ArchiveForm, ChildForm, MoveForm, RenameForm, apply_service_errors
 from budgets.models import BudgetNode
 from scheduling.models import Cluster
 
@@ -68,7 +68,7 @@ def node_rename(request: HttpRequest, cluster_slug: str, node_id: int) -> HttpRe
     def apply(node: BudgetNode, form: Form, cluster: Cluster) -> BudgetNode:
         return services.node_rename(actor=request.user, node=node, name=form.cleaned_data["name"])
 
-    return _edit(request, cluster_slug, node_id, "rename_form", NameForm, apply)
+    return _edit(request, cluster_slug, node_id, "rename_form", RenameForm, apply)
 
 
 @login_required
@@ -77,7 +77,7 @@ def node_add_child(request: HttpRequest, cluster_slug: str, node_id: int) -> Htt
     def apply(node: BudgetNode, form: Form, cluster: Cluster) -> BudgetNode:
         return services.node_create(actor=request.user, parent=node, name=form.cleaned_data["name"])
 
-    return _edit(request, cluster_slug, node_id, "child_form", NameForm, apply, action="add_child")
+    return _edit(request, cluster_slug, node_id, "child_form", ChildForm, apply, action="add_child")
 
 
 @login_required
@@ -192,9 +192,9 @@ def _panel_context(
     targets = selectors.move_targets(tree=tree, node=node)
     defaults = {
         "allocation_form": AllocationForm(initial={"gpus": _plain(row.gpus) if row else "0"}),
-        "rename_form": NameForm(initial={"name": node.name}),
+        "rename_form": RenameForm(initial={"name": node.name}),
         "move_form": MoveForm(targets=targets),
-        "child_form": NameForm(),
+        "child_form": ChildForm(),
         "archive_form": ArchiveForm(),
     }
     return {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -145,6 +146,7 @@ def test_bad_allocation_input_shows_a_field_error_and_changes_nothing(lab, data,
 
     assert response.status_code == 200
     assert 'class="errorlist" id="id_' in body and message in body
+    assert len(re.findall(r'\bid="([^"]+)"', body)) == len(set(re.findall(r'\bid="([^"]+)"', body)))
     assert ("<html" in body) is not htmx
     assert "hx-swap-oob" not in body
     assert _gpus(lab, lab.perception) == 8 and not BudgetChange.objects.exists()
@@ -156,7 +158,7 @@ def test_moving_under_a_descendant_shows_a_field_error(lab):
     )
 
     assert "cannot move under itself or one of its descendants" in response.content.decode()
-    assert 'id="id_parent-errors"' in response.content.decode()
+    assert 'id="move_parent-errors"' in response.content.decode()
     assert BudgetNode.objects.get(pk=lab.perception.pk).parent == lab.vision
 
 
@@ -166,8 +168,8 @@ def test_a_duplicate_sibling_name_shows_a_field_error_on_add_and_rename(lab):
     added = client.post(f"/budgets/main/nodes/{lab.vision.pk}/children/", {"name": "generation"}, **HTMX)
     renamed = client.post(f"/budgets/main/nodes/{lab.perception.pk}/rename/", {"name": "Generation"}, **HTMX)
 
-    for response in (added, renamed):
-        assert 'id="id_name-errors"' in response.content.decode()
+    for response, form in ((added, "child"), (renamed, "rename")):
+        assert f'id="{form}_name-errors"' in response.content.decode()
         assert "already exists under Vision" in response.content.decode()
     assert BudgetNode.objects.count() == 6 and not BudgetChange.objects.exists()
 
