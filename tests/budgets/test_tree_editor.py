@@ -64,7 +64,7 @@ def test_readers_see_no_edit_controls(lab, persona):
 def test_a_manager_may_add_children_to_the_node_they_manage_but_not_edit_it(lab):
     page = _client(lab, "alice").get(f"/budgets/main/?node={lab.vision.pk}").content.decode()
 
-    assert "Add a child" in page
+    assert "Add a child" in page and "You manage Vision" in page
     assert "Change allocation" not in page and "Rename" not in page
 
 
