@@ -122,9 +122,11 @@ def mirror_accounts(*, cluster, cli=None) -> MirrorReport:  # noqa: ANN001 - Clu
 
 
 def _mirror_wanted(wanted, current, sacctmgr) -> MirrorReport:  # noqa: ANN001
+    """Create missing accounts (parents first), move re-parented ones, reopen closed ones, add users.
+    sacctmgr takes name lists, so reopening and adding users cost one call each, not one per account."""
     own_rows = {row.account: row for row in current if not row.user}
     user_rows = {(row.account, row.user) for row in current if row.user}
-    created, moved, reopened, users_added = [], [], [], []
+    created, moved, reopened = [], [], []
     for account in wanted:
         row = own_rows.get(account.name)
         if row is None:
@@ -137,23 +139,38 @@ def _mirror_wanted(wanted, current, sacctmgr) -> MirrorReport:  # noqa: ANN001
             sacctmgr("modify", "account", "where", f"name={account.name}", "set", f"parent={account.parent}")
             moved.append(account.name)
         if row is not None and row.closed:
-            sacctmgr(
-                "modify", "account", "where", f"name={account.name}", "set", "GrpSubmitJobs=-1", "GrpJobs=-1"
-            )
             reopened.append(account.name)
-        for user in account.users:
-            if (account.name, user) not in user_rows:
-                sacctmgr("add", "user", user, f"account={account.name}")
-                users_added.append(f"{account.name}:{user}")
-    return MirrorReport(tuple(created), tuple(moved), tuple(reopened), (), tuple(users_added))
+    if reopened:
+        sacctmgr(
+            "modify",
+            "account",
+            "where",
+            f"name={','.join(reopened)}",
+            "set",
+            "GrpSubmitJobs=-1",
+            "GrpJobs=-1",
+        )
+    missing_users = sorted(
+        (user, account.name)
+        for account in wanted
+        for user in account.users
+        if (account.name, user) not in user_rows
+    )
+    for user in sorted({user for user, _ in missing_users}):
+        accounts = [name for who, name in missing_users if who == user]
+        sacctmgr("add", "user", user, f"account={','.join(accounts)}")
+    users_added = tuple(f"{name}:{user}" for user, name in missing_users)
+    return MirrorReport(tuple(created), tuple(moved), tuple(reopened), (), users_added)
 
 
 def _close_departed(wanted, current, ours, sacctmgr) -> tuple[str, ...]:  # noqa: ANN001
     wanted_names = {account.name for account in wanted}
     open_rows = {row.account for row in current if not row.user and not row.closed}
     departed = sorted((ours & open_rows) - wanted_names)
-    for name in departed:
-        sacctmgr("modify", "account", "where", f"name={name}", "set", "GrpSubmitJobs=0", "GrpJobs=0")
+    if departed:
+        sacctmgr(
+            "modify", "account", "where", f"name={','.join(departed)}", "set", "GrpSubmitJobs=0", "GrpJobs=0"
+        )
     return tuple(departed)
 
 

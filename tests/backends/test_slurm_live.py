@@ -7,14 +7,12 @@ import time
 import pytest
 
 from scheduling.backends.base import (
-    BackendUnavailable,
     CancelAction,
     JobState,
     PreemptAction,
     StartAction,
     SubmitRequest,
 )
-from scheduling.backends.slurm import SlurmBackend, SlurmSettings
 
 from .conftest import SLURM_CONF, slurm_command
 
@@ -177,23 +175,6 @@ def test_accounting_has_one_run_per_start_of_a_requeued_job(slurm):
 
     slurm.wait_for(lambda: len(runs()) == 2, what="slurmdbd to record the second run")
     assert [(run.state, run.nodes) for run in runs()] == [("REQUEUED", "n1"), ("RUNNING", "n3")]
-
-
-def test_a_stopped_controller_is_backend_unavailable_and_nothing_is_lost_when_it_returns(slurm):
-    job = slurm.sbatch("--account=lab.nlp", "--gres=gpu:1")
-    impatient = SlurmBackend(SlurmSettings(slurm_conf=SLURM_CONF, timeout_s=2))
-    stop_controller()
-    try:
-        with pytest.raises(BackendUnavailable):
-            impatient.observe()
-        with pytest.raises(BackendUnavailable):
-            impatient.apply([StartAction(workload_id=1, ref=job, attempt=1, placement=(("n1", 1),))])
-    finally:
-        start_controller(slurm)
-
-    assert slurm.observed(job).state is JobState.WAITING
-    start(slurm, job, ("n1", 1))
-    assert slurm.wait_for_state(job, "RUNNING") == "n1"
 
 
 def stop_controller() -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from scheduling.backends.base import BackendUnavailable, CancelAction, JobState, PreemptAction, StartAction
-from scheduling.backends.slurm import SlurmBackend, SlurmSettings
+from scheduling.backends.slurm import SlurmBackend, SlurmCli, SlurmCommandError, SlurmSettings
 from scheduling.backends.slurm_parse import (
     SlurmReportedError,
     expand_hostlist,
@@ -199,3 +199,26 @@ def test_preempting_requeues_and_holds_resumable_work_and_cancels_the_rest():
     )
 
     assert commands == [("scancel", "2"), ("scontrol", "requeuehold", "2")]
+
+
+def test_a_slurm_command_that_outlives_its_timeout_is_backend_unavailable():
+    cli = SlurmCli(SlurmSettings(timeout_s=0.2))
+
+    with pytest.raises(BackendUnavailable, match="did not answer within 0.2 s"):
+        cli.run("sleep", "5")
+
+
+@pytest.mark.parametrize(
+    ("stderr", "error"),
+    [
+        ("slurm_load_jobs error: Unable to contact slurm controller (connect failure)", BackendUnavailable),
+        ("Unexpected message received for job 31", BackendUnavailable),
+        ("scontrol: error: Invalid job id specified", SlurmCommandError),
+    ],
+    ids=["controller unreachable", "controller restarting", "a refused request"],
+)
+def test_a_failing_slurm_command_is_unavailability_only_when_the_controller_did_not_answer(stderr, error):
+    cli = SlurmCli(SlurmSettings())
+
+    with pytest.raises(error):
+        cli.run("sh", "-c", f"echo '{stderr}' >&2; exit 1")
