@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from django.db.models import Q, Sum
 
+from scheduling.bulk import update_rows
 from scheduling.models import AllocationHour, PassLease, Run
 
 HOUR = timedelta(hours=1)
@@ -82,9 +83,7 @@ def apply_hour_deltas(*, cluster_id: int, deltas: dict[Key, HourDelta]) -> None:
         row.delivered_gpu_s += delta.delivered
         row.owed_gpu_s += delta.owed
         (changed if row.pk else created).append(row)
-    AllocationHour.objects.bulk_update(
-        changed, ["used_gpu_s", "delivered_gpu_s", "owed_gpu_s"], batch_size=1000
-    )
+    update_rows(AllocationHour, changed, ["used_gpu_s", "delivered_gpu_s", "owed_gpu_s"])
     AllocationHour.objects.bulk_create(created, batch_size=1000)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 
@@ -201,6 +203,10 @@ class Run(models.Model):
 # --- Scheduling passes ---------------------------------------------------------------------------------
 
 
+def _nonce() -> str:
+    return uuid.uuid4().hex
+
+
 class PassStatus(models.TextChoices):
     RUNNING = "running", "Running"
     COMPLETED = "completed", "Completed"
@@ -212,6 +218,9 @@ class SchedulingPass(models.Model):
     """One pass over one cluster: how long each numbered phase took and what it did."""
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="passes")
+    nonce = models.CharField(
+        max_length=32, default=_nonce, editable=False
+    )  # tells passes apart across databases
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
     status = models.CharField(max_length=30, choices=PassStatus.choices, default=PassStatus.RUNNING)
@@ -309,7 +318,11 @@ class Decision(models.Model):
 
 
 class PendingReason(models.Model):
-    """The latest answer to "why is this not running" for a pending workload (DESIGN 6)."""
+    """The latest answer to "why is this not running" for a pending workload (DESIGN 6).
+
+    Only the pass writes these (persist phase): a row whose workload left the queue is removed by
+    the next pass, so read them for workloads in state pending.
+    """
 
     workload = models.OneToOneField(
         Workload, on_delete=models.CASCADE, primary_key=True, related_name="pending_reason"

@@ -2,19 +2,21 @@
 
 Set-based: decisions in one bulk insert; pending reasons compared with what is stored and written
 only where the code, message or position changed (or the estimated start moved by more than
-ESTIMATE_SLACK), so a quiet queue of 50,000 costs one read and almost no writes.
+ESTIMATE_SLACK_S), so a quiet queue of 50,000 costs one read and almost no writes.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
-from django.db import connection
+from django.db import transaction
 from django.utils import timezone
 
+from scheduling import pass_cache
 from scheduling.accounting import accounting_charge_owed
+from scheduling.bulk import Epoch, fetch_rows, update_rows
 from scheduling.models import (
     Cluster,
     Decision,
@@ -25,10 +27,11 @@ from scheduling.models import (
     Workload,
     WorkloadState,
 )
+from scheduling.policy import PendingReason as PolicyReason
 from scheduling.policy import Plan, ReasonCode
 from scheduling.snapshot import PassInputs
 
-ESTIMATE_SLACK = timedelta(seconds=60)
+ESTIMATE_SLACK_S = 60.0
 REASON_FIELDS = ["code", "params", "message", "position", "estimated_start", "updated_at"]
 
 
@@ -41,19 +44,9 @@ def persist_plan(
 ) -> None:
     decisions = _decisions(record=record, cluster=cluster, plan=plan, now=now)
     Decision.objects.bulk_create(decisions, batch_size=1000)
-    rows = [
-        PendingReason(
-            workload_id=r.workload_id,
-            code=str(r.code),
-            params=dict(r.params),
-            message=r.message,
-            position=r.position,
-            estimated_start=_at(r.estimated_start),
-            updated_at=now,
-        )
-        for r in plan.reasons
-    ]
-    record.reasons_written = pending_reasons_write(cluster=cluster, rows=rows)
+    record.reasons_written = pending_reasons_write(
+        cluster=cluster, reasons=plan.reasons, now=now, record=record
+    )
     accounting_charge_owed(cluster_id=cluster.pk, now=now, owed_gpus=inputs.owed_gpus)
     record.pending_count = len(inputs.snapshot.pending)
     record.running_count = len(inputs.snapshot.running)
@@ -126,67 +119,91 @@ def _decisions(*, record: SchedulingPass, cluster: Cluster, plan: Plan, now: dat
     ]
 
 
-def _differs(old: tuple, new: PendingReason) -> bool:
-    code, message, position, estimated_start = old
-    if (code, message, position) != (new.code, new.message, new.position):
+def _differs(stored: tuple, reason: PolicyReason) -> bool:
+    code, message, position, estimated_start = stored
+    if (code, message, position) != (reason.code, reason.message, reason.position):
         return True
-    if (estimated_start is None) != (new.estimated_start is None):
+    if (estimated_start is None) != (reason.estimated_start is None):
         return True
-    return estimated_start is not None and abs(estimated_start - new.estimated_start) > ESTIMATE_SLACK
+    return estimated_start is not None and abs(estimated_start - reason.estimated_start) > ESTIMATE_SLACK_S
 
 
-def pending_reasons_write(*, cluster: Cluster, rows: list[PendingReason]) -> int:
-    """Make the stored reasons equal ``rows`` (one per pending workload); returns rows written."""
-    stored = {
-        wid: (code, message, position, estimated)
-        for wid, code, message, position, estimated in PendingReason.objects.filter(
-            workload__cluster=cluster
-        ).values_list("workload_id", "code", "message", "position", "estimated_start")
-    }
-    fresh = [row for row in rows if row.workload_id not in stored]
-    changed = [row for row in rows if row.workload_id in stored and _differs(stored[row.workload_id], row)]
-    gone = stored.keys() - {row.workload_id for row in rows}
-    PendingReason.objects.bulk_create(fresh, batch_size=2000)
-    _bulk_update_reasons(changed)
-    gone_ids = list(gone)
-    for start in range(0, len(gone_ids), 5000):
-        PendingReason.objects.filter(workload_id__in=gone_ids[start : start + 5000]).delete()
+def pending_reasons_write(
+    *, cluster: Cluster, reasons: tuple[PolicyReason, ...], now: datetime, record: SchedulingPass
+) -> int:
+    """Make the stored reasons equal the plan's (one per pending workload); returns rows written.
+
+    The comparison runs on plain tuples (times as epoch floats), against what the previous pass
+    wrote when this process ran it, else against one read; model rows are built only for what
+    changed, so an unchanged queue of 50,000 costs no writes.
+    """
+    stored = pass_cache.reasons_get(cluster.pk, _previous_pass(cluster=cluster, record=record))
+    if stored is None:
+        stored = _stored_reasons(cluster)
+    fresh = [r for r in reasons if r.workload_id not in stored]
+    changed = [r for r in reasons if r.workload_id in stored and _differs(stored[r.workload_id], r)]
+    gone = list(stored.keys() - {r.workload_id for r in reasons})
+    cleaned: dict[int, dict] = {}  # the reasons of one group share one params mapping: clean it once
+    PendingReason.objects.bulk_create([_row(r, cleaned, now) for r in fresh], batch_size=2000)
+    update_rows(PendingReason, [_row(r, cleaned, now) for r in changed], REASON_FIELDS)
+    for start in range(0, len(gone), 5000):
+        PendingReason.objects.filter(workload_id__in=gone[start : start + 5000]).delete()
+    remembered = {**stored, **{r.workload_id: _stored(r) for r in (*fresh, *changed)}}
+    for workload_id in gone:
+        del remembered[workload_id]
+    written_by = (record.pk, record.nonce)
+    transaction.on_commit(lambda: pass_cache.reasons_set(cluster.pk, written_by, remembered))
     return len(fresh) + len(changed) + len(gone)
 
 
-def _bulk_update_reasons(rows: list[PendingReason]) -> None:
-    """One UPDATE ... FROM unnest(arrays) on PostgreSQL; Django's bulk_update elsewhere."""
-    if not rows:
-        return
-    if connection.vendor != "postgresql":
-        PendingReason.objects.bulk_update(rows, REASON_FIELDS, batch_size=500)
-        return
-    table = PendingReason._meta.db_table
-    field = PendingReason._meta.get_field("params")
-    columns = (
-        [r.workload_id for r in rows],
-        [r.code for r in rows],
-        [field.get_db_prep_value(r.params, connection) for r in rows],
-        [r.message for r in rows],
-        [r.position for r in rows],
-        [r.estimated_start for r in rows],
-        [r.updated_at for r in rows],
+def _previous_pass(*, cluster: Cluster, record: SchedulingPass) -> tuple[int, str] | None:
+    return (
+        SchedulingPass.objects.filter(cluster=cluster, pk__lt=record.pk)
+        .order_by("-pk")
+        .values_list("pk", "nonce")
+        .first()
     )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {table} AS p SET code = v.code, params = v.params::jsonb, message = v.message, "
-            "position = v.position, estimated_start = v.estimated_start, updated_at = v.updated_at "
-            "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::int[], %s::timestamptz[], "
-            "%s::timestamptz[]) AS v(workload_id, code, params, message, position, estimated_start, updated_at) "
-            "WHERE p.workload_id = v.workload_id",
-            columns,
-        )
+
+
+def _stored_reasons(cluster: Cluster) -> dict[int, tuple]:
+    rows = (
+        PendingReason.objects.filter(workload__cluster=cluster)
+        .annotate(estimated_ts=Epoch("estimated_start"))
+        .values_list("workload_id", "code", "message", "position", "estimated_ts")
+    )
+    return {
+        wid: (code, message, position, estimated)
+        for wid, code, message, position, estimated in fetch_rows(rows)
+    }
+
+
+def _stored(reason: PolicyReason) -> tuple:
+    estimated = reason.estimated_start
+    return (
+        str(reason.code),
+        reason.message,
+        reason.position,
+        float(estimated) if estimated is not None else None,
+    )
+
+
+def _row(reason: PolicyReason, cleaned: dict[int, dict], now: datetime) -> PendingReason:
+    return PendingReason(
+        workload_id=reason.workload_id,
+        code=str(reason.code),
+        params=_json_safe(reason.params, cleaned),
+        message=reason.message,
+        position=reason.position,
+        estimated_start=_at(reason.estimated_start),
+        updated_at=now,
+    )
 
 
 def persist_backend_unavailable(
     *, record: SchedulingPass, cluster: Cluster, error: str, now: datetime
 ) -> None:
     """Every pending workload's reason becomes BACKEND_UNAVAILABLE (kept as is when it already is)."""
+    pass_cache.reasons_forget(cluster.pk)
     name = cluster.get_backend_kind_display()
     local = timezone.localtime(now).strftime("%H:%M")
     message = f"the {name} backend did not answer at {local}; retrying"
@@ -206,6 +223,6 @@ def persist_backend_unavailable(
         if stored.get(wid) != ReasonCode.BACKEND_UNAVAILABLE
     ]
     PendingReason.objects.bulk_create([r for r in rows if r.workload_id not in stored], batch_size=2000)
-    _bulk_update_reasons([r for r in rows if r.workload_id in stored])
+    update_rows(PendingReason, [r for r in rows if r.workload_id in stored], REASON_FIELDS)
     record.reasons_written = len(rows)
     record.pending_count = len(stored) if not rows else pending.count()

@@ -15,6 +15,7 @@ from django.db.models import Q
 
 from scheduling.accounting import accounting_charge_usage, lease_for
 from scheduling.backends.base import ClusterState, JobState, ObservedJob, ObservedNode
+from scheduling.bulk import update_rows
 from scheduling.models import (
     TERMINAL_STATES,
     Cluster,
@@ -63,28 +64,69 @@ def protected_until(*, workload: Workload, started_at: datetime, funded: bool) -
 def reconcile(
     *, cluster: Cluster, state: ClusterState, now: datetime, funded_ids: set[int]
 ) -> ReconcileCounts:
-    """Apply the observed state. ``funded_ids``: allocation ids with a budget > 0 on this cluster."""
+    """Apply the observed state. ``funded_ids``: allocation ids with a budget > 0 on this cluster.
+
+    Jobs whose workload already agrees with them (the common case) are settled from plain tuples;
+    model rows are loaded only for the few that need a change.
+    """
     counts = ReconcileCounts()
     Decision.objects.filter(
-        cluster=cluster,
-        dispatched_at__isnull=True,
-        superseded=False,
+        cluster=cluster, dispatched_at__isnull=True, superseded=False,
         kind__in=[DecisionKind.START, DecisionKind.PREEMPT],
-    ).update(superseded=True)
+    ).update(superseded=True)  # fmt: skip
     nodes_sync(cluster=cluster, observed=state.nodes)
-    workloads = _workloads_for(cluster=cluster, jobs=state.jobs, now=now, counts=counts)
-    open_runs = {run.workload_id: run for run in Run.objects.filter(cluster=cluster, ended_at__isnull=True)}
-    seen: set[int] = set()
-    for job in state.jobs:
-        workload = workloads.get(job.workload_id) or workloads.get(job.ref)
-        if workload is None:
-            continue
-        seen.add(workload.pk)
-        _sync(workload, job, open_runs.get(workload.pk), now=now, funded_ids=funded_ids, counts=counts)
-    _close_vanished(cluster=cluster, open_runs=open_runs, seen=seen, now=now, counts=counts)
-    _sample_utilisation(cluster=cluster, jobs=state.jobs, workloads=workloads, now=now)
+    known = _known_workloads(cluster=cluster, jobs=state.jobs, now=now, counts=counts)
+    open_attempts = dict(
+        Run.objects.filter(cluster=cluster, ended_at__isnull=True).values_list("workload_id", "attempt")
+    )
+    matched = [
+        (job, known[job.workload_id] if job.workload_id in known else known.get(job.ref))
+        for job in state.jobs
+    ]
+    matched = [(job, light) for job, light in matched if light is not None]
+    to_sync = [
+        (job, light.id) for job, light in matched if not _settled(job, light, open_attempts.get(light.id))
+    ]
+    vanished = sorted(open_attempts.keys() - {light.id for _, light in matched})
+    workloads = Workload.objects.select_related("cluster").in_bulk([wid for _, wid in to_sync] + vanished)
+    runs = {
+        run.workload_id: run
+        for run in Run.objects.filter(workload_id__in=list(workloads), ended_at__isnull=True)
+    }
+    for job, wid in to_sync:
+        _sync(workloads[wid], job, runs.get(wid), now=now, funded_ids=funded_ids, counts=counts)
+    for wid in vanished:
+        _close_vanished(workloads[wid], runs.get(wid), now=now, counts=counts)
+    _sample_utilisation(cluster=cluster, matched=matched, now=now)
     accounting_charge_usage(cluster_id=cluster.pk, now=now)
     return counts
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What reconcile needs to know about a workload to see that nothing changed."""
+
+    id: int
+    ref: str
+    state: str
+    attempt: int
+    gpus: int
+
+
+def _settled(job: ObservedJob, workload: Known, open_attempt: int | None) -> bool:
+    """True when the workload already agrees with the observed job (nothing to do)."""
+    if workload.state in TERMINAL_STATES:
+        return job.state != JobState.RUNNING
+    if job.state == JobState.RUNNING:
+        return (
+            workload.state == WorkloadState.RUNNING
+            and open_attempt is not None
+            and job.attempt in (0, open_attempt)
+        )
+    if workload.state != WorkloadState.PENDING or open_attempt is not None:
+        return False
+    stale_failure = job.state == JobState.NODE_FAILURE and 0 < job.attempt <= workload.attempt
+    return job.state == JobState.WAITING or stale_failure
 
 
 def nodes_sync(*, cluster: Cluster, observed: tuple[ObservedNode, ...]) -> None:
@@ -110,29 +152,34 @@ def nodes_sync(*, cluster: Cluster, observed: tuple[ObservedNode, ...]) -> None:
             missing.healthy = False
             changed.append(missing)
     Node.objects.bulk_create(created)
-    Node.objects.bulk_update(changed, ["gpus", "gpu_type", "topology_domain", "healthy"])
+    update_rows(Node, changed, ["gpus", "gpu_type", "topology_domain", "healthy"])
 
 
-def _workloads_for(
+def _known_workloads(
     *, cluster: Cluster, jobs: tuple[ObservedJob, ...], now: datetime, counts: ReconcileCounts
-) -> dict[int | str, Workload]:
-    """Workloads the observed jobs belong to, by id and by backend ref; adopts unknown native jobs."""
+) -> dict[int | str, Known]:
+    """Workloads the observed jobs belong to (and all running ones), by id and by backend ref.
+
+    Natively submitted jobs nobody knows yet are adopted here.
+    """
     ids = {job.workload_id for job in jobs if job.workload_id is not None}
     native_refs = {job.ref for job in jobs if job.workload_id is None}
     rows = (
         Workload.objects.filter(cluster=cluster)
         .filter(Q(pk__in=ids) | Q(backend_ref__in=native_refs) | Q(state=WorkloadState.RUNNING))
-        .select_related("cluster")
+        .values_list("id", "backend_ref", "state", "attempt", "gpus")
     )
-    found: dict[int | str, Workload] = {}
-    for workload in rows:
-        found[workload.pk] = workload
-        if workload.backend_ref:
-            found[workload.backend_ref] = workload
+    found: dict[int | str, Known] = {}
+    for row in rows:
+        known = Known(*row)
+        found[known.id] = known
+        if known.ref:
+            found[known.ref] = known
     for job in jobs:
         if job.workload_id is None and job.ref not in found and _adoptable(job):
             workload = workload_adopt(cluster=cluster, job=job, now=now)
-            found[workload.pk] = found[job.ref] = workload
+            known = Known(workload.pk, workload.backend_ref, workload.state, workload.attempt, workload.gpus)
+            found[known.id] = found[job.ref] = known
             counts.adopted += 1
     return found
 
@@ -267,17 +314,12 @@ def _end_run(
     counts.runs_closed += int(run_close(run=run, ended_at=ended_at, reason=reason))
 
 
-def _close_vanished(
-    *, cluster: Cluster, open_runs: dict[int, Run], seen: set[int], now: datetime, counts: ReconcileCounts
-) -> None:
+def _close_vanished(workload: Workload, run: Run | None, *, now: datetime, counts: ReconcileCounts) -> None:
     """A running workload whose job the backend no longer reports at all has failed (it was lost)."""
-    for workload_id, run in open_runs.items():
-        if workload_id in seen:
-            continue
-        workload = Workload.objects.select_related("cluster").get(pk=workload_id)
+    if run is not None:
         _end_run(workload, run, reason=EndReason.FAILED, ended_at=now, counts=counts)
-        if workload.state == WorkloadState.RUNNING:
-            workload_transition(workload=workload, to=WorkloadState.FAILED, now=now)
+    if workload.state == WorkloadState.RUNNING:
+        workload_transition(workload=workload, to=WorkloadState.FAILED, now=now)
 
 
 def _queue_cancel(workload: Workload, *, now: datetime, reason: str) -> None:
@@ -294,25 +336,15 @@ def _queue_cancel(workload: Workload, *, now: datetime, reason: str) -> None:
         )
 
 
-def _sample_utilisation(
-    *, cluster: Cluster, jobs: tuple[ObservedJob, ...], workloads: dict, now: datetime
-) -> None:
+def _sample_utilisation(*, cluster: Cluster, matched: list[tuple[ObservedJob, Known]], now: datetime) -> None:
     """One utilisation sample per running workload per SAMPLE_EVERY (throttled per cluster)."""
     lease = lease_for(cluster.pk)
     if lease.last_sample_at and now - lease.last_sample_at < SAMPLE_EVERY:
         return
-    samples = []
-    for job in jobs:
-        workload = workloads.get(job.workload_id) or workloads.get(job.ref)
-        if job.state == JobState.RUNNING and job.gpu_utilisation is not None and workload is not None:
-            samples.append(
-                UtilisationSample(
-                    workload=workload,
-                    cluster=cluster,
-                    at=now,
-                    gpus=workload.gpus,
-                    gpu_utilisation=job.gpu_utilisation,
-                )
-            )
+    samples = [
+        UtilisationSample(workload_id=known.id, cluster=cluster, at=now, gpus=known.gpus, gpu_utilisation=job.gpu_utilisation)
+        for job, known in matched
+        if job.state == JobState.RUNNING and job.gpu_utilisation is not None
+    ]  # fmt: skip
     UtilisationSample.objects.bulk_create(samples, batch_size=1000)
     PassLease.objects.filter(pk=cluster.pk).update(last_sample_at=now)

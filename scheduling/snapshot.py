@@ -11,8 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import MappingProxyType
 
+from django.db.models import F, FloatField, Value
+from django.db.models.functions import Cast, Coalesce, NullIf
+
 from budgets.models import Allocation, BudgetNode
+from scheduling import pass_cache
 from scheduling.accounting import entitlements, usage_in_window, user_usage_in_window
+from scheduling.bulk import Epoch, fetch_rows
 from scheduling.models import Cluster, Node, Run, Workload, WorkloadState
 from scheduling.policy import (
     BudgetNodeSpec,
@@ -56,92 +61,97 @@ def funded_allocation_ids(cluster: Cluster) -> set[int]:
     return set(Allocation.objects.filter(cluster=cluster, gpus__gt=0).values_list("node_id", flat=True))
 
 
-def _ts(moment: datetime | None) -> float | None:
-    return moment.timestamp() if moment is not None else None
-
-
 def _running(cluster: Cluster, paths: dict[int, str]) -> tuple[RunningWorkload, ...]:
     rows = (
         Run.objects.filter(cluster=cluster, ended_at__isnull=True)
         .order_by("workload_id")
+        .annotate(started=Epoch("started_at"), protected=Epoch("protected_until"), submitted=Epoch("workload__submitted_at"))
         .values_list(
-            "workload_id",
-            "allocation_id",
-            "user_name",
-            "gpus",
-            "placement",
-            "started_at",
-            "protected_until",
-            "workload__resumable",
-            "funded",
-            "workload__workload_class",
-            "workload__max_runtime_s",
-            "workload__submitted_at",
+            "workload_id", "allocation_id", "user_name", "gpus", "placement", "started", "protected",
+            "workload__resumable", "funded", "workload__workload_class", "workload__max_runtime_s", "submitted",
         )
-    )
+    )  # fmt: skip
     return tuple(
         RunningWorkload(
-            id=wid,
-            allocation=paths.get(alloc, UNALLOCATED),
-            user=user,
-            gpus=gpus,
-            placement=tuple(sorted((node, int(n)) for node, n in placement)),
-            started_at=started.timestamp(),
-            protected_until=protected.timestamp(),
-            resumable=resumable,
-            funded=funded,
-            workload_class=klass,
-            expected_end=started.timestamp() + max_rt if max_rt else None,
-            submitted_at=submitted.timestamp(),
+            id=wid, allocation=paths.get(alloc, UNALLOCATED), user=user, gpus=gpus,
+            placement=tuple(sorted((node, int(n)) for node, n in placement)), started_at=started,
+            protected_until=protected, resumable=resumable, funded=funded, workload_class=klass,
+            expected_end=started + max_rt if max_rt else None, submitted_at=submitted,
         )
         for wid, alloc, user, gpus, placement, started, protected, resumable, funded, klass, max_rt, submitted in rows
+    )  # fmt: skip
+
+
+# PendingWorkload's fields, each read straight from the database in the dataclass's own slot order.
+_PENDING_COLUMNS = {
+    "id": F("id"),
+    "allocation": Coalesce(F("allocation__path"), Value(UNALLOCATED)),
+    "user": F("user_name"),
+    "gpus": F("gpus"),
+    "submitted_at": Epoch("submitted_at"),
+    "gpus_per_node": F("gpus_per_node"),
+    "gpu_type": NullIf(F("gpu_type"), Value("")),
+    "workload_class": F("workload_class"),
+    "min_runtime_s": Cast("min_runtime_s", FloatField()),
+    "resumable": F("resumable"),
+    "max_runtime_s": Cast("max_runtime_s", FloatField()),
+    "held": F("held"),
+    "held_by": F("held_by"),
+    "held_at": Epoch("held_at"),
+    "held_note": F("held_note"),
+    "priority": Value(0),
+}
+_PENDING_SETTERS = [PendingWorkload.__dict__[name].__set__ for name in PendingWorkload.__slots__]
+assert tuple(_PENDING_COLUMNS) == tuple(PendingWorkload.__slots__), (
+    "PendingWorkload changed: update _PENDING_COLUMNS"
+)
+
+
+def _pending_row(values: tuple) -> PendingWorkload:
+    """Fill the frozen dataclass's slots directly from a row in slot order: twice as fast as __init__
+    at 50,000 rows, and every field is set, so it equals one built normally."""
+    workload = object.__new__(PendingWorkload)
+    for setter, value in zip(_PENDING_SETTERS, values, strict=True):
+        setter(workload, value)
+    return workload
+
+
+def _pending_full(cluster: Cluster, ids: list[int] | None) -> dict[int, PendingWorkload]:
+    names = {f"p_{name}": expression for name, expression in _PENDING_COLUMNS.items()}
+    queryset = Workload.objects.filter(
+        cluster=cluster, state=WorkloadState.PENDING, cancel_requested_at__isnull=True
     )
+    if ids is not None:
+        queryset = queryset.filter(pk__in=ids)
+    rows = fetch_rows(queryset.annotate(**names).values_list(*names))
+    return {row[0]: _pending_row(row) for row in rows}
 
 
 def _pending(cluster: Cluster, paths: dict[int, str]) -> tuple[PendingWorkload, ...]:
-    rows = (
+    """Pending workloads in id order; only those new or changed since the last pass are read in full."""
+    keys = fetch_rows(
         Workload.objects.filter(
             cluster=cluster, state=WorkloadState.PENDING, cancel_requested_at__isnull=True
         )
         .order_by("id")
-        .values_list(
-            "id",
-            "allocation_id",
-            "user_name",
-            "gpus",
-            "submitted_at",
-            "gpus_per_node",
-            "gpu_type",
-            "workload_class",
-            "min_runtime_s",
-            "resumable",
-            "max_runtime_s",
-            "held",
-            "held_by",
-            "held_at",
-            "held_note",
-        )
+        .annotate(held_ts=Epoch("held_at"), submitted_ts=Epoch("submitted_at"))
+        .values_list("id", "allocation_id", "held_ts", "submitted_ts", "gpus")
     )
-    return tuple(
-        PendingWorkload(
-            id=wid,
-            allocation=paths.get(alloc, UNALLOCATED),
-            user=user,
-            gpus=gpus,
-            submitted_at=submitted.timestamp(),
-            gpus_per_node=per_node,
-            gpu_type=gpu_type or None,
-            workload_class=klass,
-            min_runtime_s=float(min_rt),
-            resumable=resumable,
-            max_runtime_s=float(max_rt) if max_rt else None,
-            held=held,
-            held_by=held_by,
-            held_at=_ts(held_at),
-            held_note=held_note,
-        )
-        for wid, alloc, user, gpus, submitted, per_node, gpu_type, klass, min_rt, resumable, max_rt, held, held_by, held_at, held_note in rows
-    )
+    cached = pass_cache.pending_get(cluster.pk)
+    current = {
+        wid: (paths.get(allocation, UNALLOCATED), held, submitted, gpus)
+        for wid, allocation, held, submitted, gpus in keys
+    }
+    missing = [wid for wid, key in current.items() if wid not in cached or cached[wid][0] != key]
+    fresh = _pending_full(cluster, None if len(missing) > len(current) // 2 else missing) if missing else {}
+    entries = {}
+    for wid, key in current.items():
+        if wid in fresh:
+            entries[wid] = (key, fresh[wid])
+        elif wid in cached and cached[wid][0] == key:
+            entries[wid] = cached[wid]
+    pass_cache.pending_replace(cluster.pk, entries)
+    return tuple(workload for _, workload in entries.values())
 
 
 def _nodes(cluster: Cluster) -> tuple[ClusterNodeSpec, ...]:

@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Callable
 
 from django.db import transaction
+from django.db.models import F, Q
 
 from scheduling.backends.base import (
     Action,
@@ -26,6 +27,7 @@ from scheduling.backends.base import (
     StartAction,
     SubmitRequest,
 )
+from scheduling.bulk import update_rows
 from scheduling.models import Cluster, Node, SimulatedJob, SimulatedNode, Workload
 
 ENDED_RETENTION_S = 3600.0  # ended jobs are reported this long, so a pass that crashed still sees them
@@ -127,8 +129,10 @@ class SimulatedBackend:
         now = self.clock()
         nodes = list(SimulatedNode.objects.filter(cluster=self.cluster))
         self._advance(now=now, unhealthy={n.name for n in nodes if not n.healthy})
-        jobs = SimulatedJob.objects.filter(cluster=self.cluster).exclude(
-            state__in=ENDED_STATES, ended_at__lt=now - ENDED_RETENTION_S
+        jobs = (
+            SimulatedJob.objects.filter(cluster=self.cluster)
+            .exclude(state__in=ENDED_STATES, ended_at__lt=now - ENDED_RETENTION_S)
+            .defer("duration_s", "fail_after_s", "ran_s")
         )
         return ClusterState(
             observed_at=now,
@@ -149,12 +153,17 @@ class SimulatedBackend:
     def _advance(self, *, now: float, unhealthy: set[str]) -> None:
         """Move running jobs on: done -> COMPLETED, failing -> FAILED, on a sick node -> NODE_FAILURE."""
         changed = []
-        for job in SimulatedJob.objects.filter(cluster=self.cluster, state=JobState.RUNNING):
+        running = SimulatedJob.objects.filter(cluster=self.cluster, state=JobState.RUNNING)
+        if not unhealthy:  # only jobs whose end (or failure) time has passed can change
+            running = running.alias(done_at=F("started_at") + F("duration_s") - F("ran_s")).filter(
+                Q(done_at__lte=now) | Q(fail_after_s__isnull=False)
+            )
+        for job in running:
             ends = self._ending(job, now=now, unhealthy=unhealthy)
             if ends is not None:
                 job.state, job.ended_at = ends
                 changed.append(job)
-        SimulatedJob.objects.bulk_update(changed, ["state", "ended_at"], batch_size=1000)
+        update_rows(SimulatedJob, changed, ["state", "ended_at"])
 
     @staticmethod
     def _ending(job: SimulatedJob, *, now: float, unhealthy: set[str]) -> tuple[str, float] | None:

@@ -20,7 +20,6 @@ from scheduling.models import (
     Decision,
     DecisionKind,
     Node,
-    PendingReason,
     Workload,
     WorkloadClass,
     WorkloadSource,
@@ -187,8 +186,6 @@ def workload_transition(*, workload: Workload, to: str, now: datetime, save: boo
         workload.finished_at = now
     if save:
         workload.save()
-    if to != WorkloadState.PENDING:
-        PendingReason.objects.filter(workload=workload).delete()
     return workload
 
 

@@ -19,6 +19,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from budgets.models import Allocation, BudgetNode, Membership, Role
+from scheduling import pass_cache
 from scheduling.models import Cluster, Node
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -69,6 +70,12 @@ def build_lab() -> SimpleNamespace:
 @pytest.fixture(autouse=True)
 def fast_passwords(settings) -> None:  # noqa: ANN001
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def fresh_pass_cache() -> None:
+    """Each test's database starts over (ids are reused), so the worker's memory must too."""
+    pass_cache.clear()
 
 
 @pytest.fixture
