@@ -23,6 +23,7 @@ from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preemption import VictimPool, choose_victims
 from scheduling.policy.queues import FairShareQueue, StaticQueue, group_pending, priority_key, submit_key
 from scheduling.policy.ranking import FairTree
+from scheduling.policy.replay import as_pending, single_type
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
 from scheduling.policy.types import (
     PendingReason,
@@ -82,6 +83,7 @@ class _Pass:
         self.generation = 0  # bumped whenever capacity, standing or the reservation changes
         self.pools: dict[tuple, tuple[int, VictimPool]] = {}
         self.profile: tuple[tuple[int, int], ReleaseProfile] | None = None
+        self.requeued: set[int] = set()  # preempted in this pass, back in the queue
 
     # -- phases --------------------------------------------------------------------------------
     def run(self) -> Plan:
@@ -142,6 +144,7 @@ class _Pass:
         self.sizes = {}
         for node in healthy:
             self.sizes.setdefault(node.gpu_type, []).append(node.gpus)
+        self.gpu_types = {node.name: node.gpu_type for node in self.snapshot.nodes}
         self.start_index = self.index.copy()  # what was free before this pass took anything
 
     def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:
@@ -464,9 +467,22 @@ class _Pass:
         if self.charge_s:
             owed = victim.gpus * max(0.0, self.charge_s - (self.now - victim.started_at))
             self.tree.charge(victim.allocation, victim.user, -owed)
+        if victim.resumable:
+            self._requeue(victim)
         self.no_fit.clear()
         self.no_fit_reserved.clear()
         self.generation += 1
+
+    def _requeue(self, victim: RunningWorkload) -> None:
+        """A resumable victim is pending again at once, with its submit time, on the same GPU type:
+        it may restart elsewhere in this very pass (a move), so the next pass has nothing left to
+        cascade. If it does not restart it gets no reason here (it was not pending in the snapshot)."""
+        workload = as_pending(victim, single_type(victim, self.gpu_types))
+        self.requeued.add(workload.id)
+        if self.fairshare and workload.allocation not in self.tree.funded:
+            self.queues[1].requeue(workload)
+        else:
+            self.queues[0].requeue(workload)
 
     # -- reserve -------------------------------------------------------------------------------
     def _reserve(self, workload: PendingWorkload, shape: Shape) -> None:
@@ -500,7 +516,10 @@ class _Pass:
         explained = []
         append = explained.append
         position = 0
+        requeued = self.requeued
         for workload, key in self.blocked:  # the hot loop: reasons.make_reason, inlined
+            if requeued and workload.id in requeued:
+                continue
             position += 1
             outcome = resolved.get(id(key))
             if outcome is None:

@@ -8,7 +8,6 @@ was charged. ``StaticQueue`` serves the "priority" and "fifo" orderings, which n
 
 from __future__ import annotations
 
-from bisect import insort
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter
@@ -26,6 +25,12 @@ def submit_key(workload: PendingWorkload) -> tuple[float, int]:
 
 def priority_key(workload: PendingWorkload) -> tuple[int, float, int]:
     return (-workload.priority, workload.submitted_at, workload.id)
+
+
+def _insert_in_order(queue: deque[PendingWorkload], workload: PendingWorkload, key: SortKey) -> None:
+    wanted = key(workload)
+    position = next((i for i, queued in enumerate(queue) if key(queued) > wanted), len(queue))
+    queue.insert(position, workload)
 
 
 def group_pending(
@@ -89,12 +94,16 @@ class FairShareQueue:
         self.current = None
 
     def requeue(self, workload: PendingWorkload) -> None:
+        """Put a preempted workload back in its place (by submit time), in the deque in place:
+        the walk may be draining that very deque. The caller re-ranks with ``charged`` next."""
+        if workload.allocation not in self.tree.ancestors:
+            return
         users = self.by_allocation.setdefault(workload.allocation, {})
-        items = list(users.get(workload.user, ()))
-        insort(items, workload, key=submit_key)
-        users[workload.user] = deque(items)
+        queue = users.get(workload.user)
+        if queue is None:
+            queue = users[workload.user] = deque()
+        _insert_in_order(queue, workload, submit_key)
         self._count(workload.allocation, 1)
-        self.current = None
 
     def _select(self) -> tuple[AllocationPath, str, deque[PendingWorkload]] | None:
         if not self.counts.get(ROOT):
@@ -138,7 +147,7 @@ class StaticQueue:
         return None
 
     def requeue(self, workload: PendingWorkload) -> None:
-        self.items = deque(sorted([*self.items, workload], key=self.key))
+        _insert_in_order(self.items, workload, self.key)
 
     def allocations(self) -> list[AllocationPath]:
         return sorted({workload.allocation for workload in self.items})

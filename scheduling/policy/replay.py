@@ -17,15 +17,18 @@ def after_plan(snapshot: Snapshot, result: Plan, now: float) -> Snapshot:
     victims = {preemption.workload_id: preemption for preemption in result.preemptions}
     running = [workload for workload in snapshot.running if workload.id not in victims]
     pending = []
-    for workload in snapshot.pending:
+    types = {node.name: node.gpu_type for node in snapshot.nodes}
+    requeued = [
+        as_pending(w, single_type(w, types))
+        for w in snapshot.running
+        if w.id in victims and victims[w.id].requeue
+    ]
+    for workload in (*snapshot.pending, *requeued):
         start = starting.get(workload.id)
         if start is None:
             pending.append(workload)
-        else:
+        else:  # a requeued victim may restart in the same pass (a move)
             running.append(_as_running(workload, start.placement, start.protected_until, start.funded, now))
-    for workload in snapshot.running:
-        if workload.id in victims and victims[workload.id].requeue:
-            pending.append(_as_pending(workload))
     pending.sort(key=lambda workload: (workload.submitted_at, workload.id))
     return replace(snapshot, running=tuple(running), pending=tuple(pending))
 
@@ -49,7 +52,14 @@ def _as_running(workload: PendingWorkload, placement, protected_until: float, fu
     )
 
 
-def _as_pending(workload: RunningWorkload) -> PendingWorkload:
+def single_type(workload: RunningWorkload, types: dict[str, str]) -> str | None:
+    """The GPU type a workload ran on, when its nodes had one type (it resumes on the same kind)."""
+    kinds = {types[name] for name, _ in workload.placement if name in types}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def as_pending(workload: RunningWorkload, gpu_type: str | None = None) -> PendingWorkload:
+    """A preempted resumable workload back in the queue, with its original submit time."""
     runtime = None if workload.expected_end is None else workload.expected_end - workload.started_at
     return PendingWorkload(
         id=workload.id,
@@ -57,6 +67,7 @@ def _as_pending(workload: RunningWorkload) -> PendingWorkload:
         user=workload.user,
         gpus=workload.gpus,
         submitted_at=workload.submitted_at,
+        gpu_type=gpu_type,
         workload_class=workload.workload_class,
         min_runtime_s=max(0.0, workload.protected_until - workload.started_at),
         resumable=workload.resumable,

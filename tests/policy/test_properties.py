@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 from hypothesis import HealthCheck, given, settings
@@ -18,13 +19,14 @@ from scheduling.policy import (
 )
 from scheduling.policy.placement import FreeIndex
 from scheduling.policy.ranking import FairTree
-from scheduling.policy.replay import after_plan
+from scheduling.policy.replay import after_plan, as_pending, single_type
 from scheduling.policy.reservation import release_at
 
 NOW = 1_000_000.0
 HOUR = 3600.0
 CONFIG = PolicyConfig()
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = int(os.environ.get("POLICY_MAX_EXAMPLES", "100"))  # raise it locally for a deeper search
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -106,6 +108,17 @@ def snapshots(draw):
     return Snapshot("prop", tree, nodes, tuple(running), tuple(pending), usage)
 
 
+def startable(state, result) -> dict[int, PendingWorkload]:
+    """What a plan may start: the pending workloads and the victims it requeued (a move)."""
+    workloads = {workload.id: workload for workload in state.pending}
+    requeued = {p.workload_id for p in result.preemptions if p.requeue}
+    types = {node.name: node.gpu_type for node in state.nodes}
+    for workload in state.running:
+        if workload.id in requeued:
+            workloads[workload.id] = as_pending(workload, single_type(workload, types))
+    return workloads
+
+
 @given(snapshots())
 @SETTINGS
 def test_no_node_ever_exceeds_its_gpus_and_starts_use_healthy_nodes_of_the_right_type(state):
@@ -115,7 +128,7 @@ def test_no_node_ever_exceeds_its_gpus_and_starts_use_healthy_nodes_of_the_right
     for workload in state.running:
         if workload.id not in preempted:
             used.update(dict(workload.placement))
-    pending = {workload.id: workload for workload in state.pending}
+    pending = startable(state, result)
     specs = {node.name: node for node in state.nodes}
     for start in result.starts:
         used.update(dict(start.placement))
@@ -130,7 +143,7 @@ def test_no_node_ever_exceeds_its_gpus_and_starts_use_healthy_nodes_of_the_right
 @SETTINGS
 def test_a_gang_starts_whole_or_not_at_all(state):
     result = plan(state, NOW, CONFIG)
-    pending = {workload.id: workload for workload in state.pending}
+    pending = startable(state, result)
     specs = {node.name: node for node in state.nodes}
     for start in result.starts:
         workload = pending[start.workload_id]
@@ -189,6 +202,7 @@ def test_every_pending_workload_has_exactly_one_reason(state, ordering):
     result = plan(state, NOW, PolicyConfig(ordering=ordering))
     started = {start.workload_id for start in result.starts}
     expected = sorted(workload.id for workload in state.pending if workload.id not in started)
+    assert started <= {w.id for w in state.pending} | {p.workload_id for p in result.preemptions if p.requeue}
     assert sorted(reason.workload_id for reason in result.reasons) == expected
     assert sorted(reason.position for reason in result.reasons) == list(range(1, len(expected) + 1))
     assert all(reason.message for reason in result.reasons)
@@ -204,10 +218,11 @@ def test_backfilled_work_cannot_push_back_a_reserved_large_job(state):
         return
     (reservation,) = result.reservations
     at = reservation.start_at
-    pending = {workload.id: workload for workload in state.pending}
+    pending = startable(state, result)
     busy = Counter()
+    preempted = {p.workload_id for p in result.preemptions}
     for workload in state.running:  # as the reservation saw them
-        if workload.id not in {p.workload_id for p in result.preemptions} and release_at(workload, NOW) > at:
+        if workload.id not in preempted and release_at(workload, NOW) > at:
             busy.update(dict(workload.placement))
     for start in result.starts:
         runtime = pending[start.workload_id].max_runtime_s
