@@ -131,14 +131,21 @@ def delivery_report(*, node: BudgetNode, cluster: Cluster, user: User, now: date
     start, end = period_bounds(now=now, days=days)
     ids = subtree_ids(nodes, node)
     fraction = ratio(report.entitlement_gpus, float(tree.healthy_gpus)) or 0.0
-    _fill_series(report, cluster=cluster, ids=ids, start=start, end=end, fraction=fraction)
+    _fill_series(report, cluster=cluster, ids=ids, start=start, end=end, fraction=fraction, now=now)
     report.children = _children(node, nodes, budgets, cluster=cluster, start=start, end=end)
     report.causes = _causes(report, cluster=cluster, ids=ids, start=start, end=end)
     return report
 
 
 def _fill_series(
-    report: Delivery, *, cluster: Cluster, ids: list[int], start: datetime, end: datetime, fraction: float
+    report: Delivery,
+    *,
+    cluster: Cluster,
+    ids: list[int],
+    start: datetime,
+    end: datetime,
+    fraction: float,
+    now: datetime,
 ) -> None:
     sums: dict[datetime, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for hour, delivered, owed in (
@@ -152,9 +159,11 @@ def _fill_series(
         cluster=cluster, hour__gte=start, hour__lt=end
     ).values_list("hour", "healthy_gpu_s"):
         sums[bucket_start(hour, days=report.days)]["entitled"] += healthy * fraction
-    bucket_s = _bucket_seconds(report.days)
     for moment in sorted(sums):
         bucket = sums[moment]
+        # GPUs = GPU-seconds / the bucket's seconds inside [start, now] (first and last may be partial)
+        bucket_end = moment + timedelta(seconds=_bucket_seconds(report.days))
+        bucket_s = max((min(bucket_end, now) - max(moment, start)).total_seconds(), 1.0)
         report.x.append(moment)
         report.delivered_gpus.append(bucket["delivered"] / bucket_s)
         report.owed_gpus.append(bucket["owed"] / bucket_s)

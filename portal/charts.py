@@ -69,5 +69,5 @@ def bar_chart(
     figure = go.Figure(go.Bar(x=list(values), y=list(labels), orientation="h", marker_color=PALETTE[0]))
     figure.update_layout(hovermode="closest")
     figure.update_xaxes(title_text=x_title, rangemode="tozero")
-    figure.update_yaxes(autorange="reversed")
+    figure.update_yaxes(autorange="reversed", automargin=True)
     return figure_div(figure, div_id=div_id, height=height)

@@ -83,18 +83,18 @@ def _allocation_hours(
 ) -> None:
     rows = []
     for index, (node, entitlement) in enumerate(leaves):
-        appetite = 0.55 + 0.45 * rng.random()  # how much of its entitlement this team wants
+        appetite = 0.85 + 0.15 * rng.random()  # how much of its entitlement this team wants
         served = (
             0.80 + 0.22 * rng.random() if index % 5 else 0.7 + 0.1 * rng.random()
         )  # every 5th under-served
         for hour in hours:
             seconds = 3600.0 * _fraction(hour, now)
-            owed = entitlement * min(1.0, appetite * (0.7 + 0.6 * rng.random())) * seconds
+            owed = entitlement * min(1.0, appetite * (0.85 + 0.3 * rng.random())) * seconds
             delivered = owed * min(served + 0.1 * rng.random(), 1.15)
             rows.append(AllocationHour(cluster=cluster, allocation=node, hour=hour, owed_gpu_s=owed,
                                        delivered_gpu_s=delivered, used_gpu_s=delivered * 1.02))  # fmt: skip
     for hour in hours:  # unfunded work soaking up idle capacity
-        used = 0.12 * _installed(cluster) * 3600.0 * _fraction(hour, now) * rng.random()
+        used = (0.08 + 0.08 * rng.random()) * _installed(cluster) * 3600.0 * _fraction(hour, now)
         rows.append(AllocationHour(cluster=cluster, allocation=None, hour=hour, used_gpu_s=used))
     AllocationHour.objects.bulk_create(rows, batch_size=2000)
 
@@ -190,19 +190,28 @@ def _queue(cluster: Cluster, leaves: list, now: datetime, rng: random.Random, us
 
 
 def _fill_cluster(cluster: Cluster, leaves: list, machines: list[Node], now: datetime) -> None:
-    """Whole-node funded runs on all but the last two nodes, so the queue waits for a reason."""
+    """Whole-node runs on all but the last two free nodes, so the queue waits for a reason; every
+    sixth is unfunded work soaking up capacity nobody funded wants now."""
     for index, machine in enumerate(machines[:-2]):
         node, _ = leaves[index % len(leaves)]
+        funded = index % 6 != 5
         started = now - timedelta(minutes=20 + 13 * (index % 40))
-        workload = _workload(cluster, node, f"user{index % 50 + 100:03d}", machine.gpus, started, index,
+        user = f"user{index % 50 + 100:03d}"
+        workload = _workload(cluster, node if funded else None, user, machine.gpus, started, index,
                              state=WorkloadState.RUNNING, first_started_at=started, attempt=1)  # fmt: skip
-        Run.objects.create(workload=workload, cluster=cluster, allocation=node, user_name=workload.user_name, attempt=1,
-                           gpus=machine.gpus, placement=[[machine.name, machine.gpus]], started_at=started,
-                           protected_until=started + timedelta(hours=4), wait_s=600.0)  # fmt: skip
+        Run.objects.create(workload=workload, cluster=cluster, allocation=workload.allocation, user_name=user, attempt=1,
+                           gpus=machine.gpus, placement=[[machine.name, machine.gpus]], started_at=started, funded=funded,
+                           protected_until=started + timedelta(hours=4 if funded else 0), wait_s=600.0)  # fmt: skip
 
 
 def _workload(
-    cluster: Cluster, node: BudgetNode, user: str, gpus: int, submitted: datetime, index: int, **extra: object
+    cluster: Cluster,
+    node: BudgetNode | None,
+    user: str,
+    gpus: int,
+    submitted: datetime,
+    index: int,
+    **extra: object,
 ) -> Workload:
     fields = {
         "state": WorkloadState.PENDING,
