@@ -13,7 +13,11 @@ import pytest
 from scheduling.models import PendingReason, Workload
 from tests.browser.pages_fixtures import demo_history  # noqa: F401 - a fixture
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("demo_history"),
+]
 BOTH = pytest.mark.parametrize("viewport", [1280, 390], indirect=True)
 
 
@@ -37,8 +41,8 @@ def _pct(value: float | None) -> str:
 
 @BOTH
 def test_the_researcher_finds_why_their_job_is_pending(
-    page, live_server, demo_history, login, console_errors, screenshot, viewport
-):  # noqa: ANN001, F811
+    page, live_server, login, console_errors, screenshot, viewport
+):  # noqa: ANN001
     login("researcher")
     mine = Workload.objects.filter(user_name="researcher", state="pending", cluster__slug="main").order_by(
         "pending_reason__position"
@@ -62,8 +66,8 @@ def test_the_researcher_finds_why_their_job_is_pending(
 
 @BOTH
 def test_the_queue_keeps_its_filter_when_it_refreshes_itself(
-    page, live_server, demo_history, login, console_errors, screenshot, viewport
-):  # noqa: ANN001, F811
+    page, live_server, login, console_errors, screenshot, viewport
+):  # noqa: ANN001
     login("researcher")
     page.goto(f"{live_server.url}/scheduling/queue/main/")
     api = _api(page, "/api/v1/queue/main/")
@@ -90,8 +94,8 @@ def test_the_queue_keeps_its_filter_when_it_refreshes_itself(
 
 @BOTH
 def test_the_manager_reads_delivery_against_allocation(
-    page, live_server, demo_history, login, console_errors, screenshot, viewport
-):  # noqa: ANN001, F811
+    page, live_server, login, console_errors, screenshot, viewport
+):  # noqa: ANN001
     login("manager")
     line = next(a for a in _api(page, "/api/v1/home/")["allocations"] if a["cluster"] == "main")
     row = page.locator(f"#my-allocations tr[data-node='{line['path']}'][data-cluster='main']")
@@ -116,8 +120,8 @@ def test_the_manager_reads_delivery_against_allocation(
 
 @BOTH
 def test_on_call_reads_the_pyramid_and_the_waits(
-    page, live_server, demo_history, login, console_errors, screenshot, viewport
-):  # noqa: ANN001, F811
+    page, live_server, login, console_errors, screenshot, viewport
+):  # noqa: ANN001
     login("oncall")
     api = _api(page, "/api/v1/home/")["pyramids"]["main"]
     assert _tile(page, "availability", "#pyramid-main") == _pct(api["availability"])
