@@ -4,6 +4,7 @@ Dataclasses in (``Snapshot``), decisions out (``Plan``). The live pass, the simu
 what-if previews all call :func:`plan`, so a simulation is the real scheduler on a fake clock.
 """
 
+from scheduling.policy.options import StartOption, start_options
 from scheduling.policy.planner import plan
 from scheduling.policy.types import (
     BudgetNodeSpec,
@@ -34,7 +35,9 @@ __all__ = [
     "RunningWorkload",
     "Snapshot",
     "Start",
+    "StartOption",
     "decayed_usage",
     "plan",
+    "start_options",
     "usage_in_window",
 ]
