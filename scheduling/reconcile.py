@@ -129,30 +129,33 @@ def _settled(job: ObservedJob, workload: Known, open_attempt: int | None) -> boo
     return job.state == JobState.WAITING or stale_failure
 
 
+NODE_FIELDS = ("gpus", "gpu_type", "topology_domain", "healthy")
+
+
 def nodes_sync(*, cluster: Cluster, observed: tuple[ObservedNode, ...]) -> None:
     """Upsert Node rows from the backend; nodes it no longer reports are marked unhealthy."""
-    existing = {node.name: node for node in Node.objects.filter(cluster=cluster)}
+    existing = {
+        name: (pk, values)
+        for pk, name, *values in Node.objects.filter(cluster=cluster).values_list("pk", "name", *NODE_FIELDS)
+    }
     changed, created = [], []
     for seen in observed:
-        node = existing.pop(seen.name, None)
-        values = {
-            "gpus": seen.gpus,
-            "gpu_type": seen.gpu_type,
-            "topology_domain": seen.domain,
-            "healthy": seen.healthy,
-        }
-        if node is None:
-            created.append(Node(cluster=cluster, name=seen.name, **values))
-        elif any(getattr(node, key) != value for key, value in values.items()):
-            for key, value in values.items():
-                setattr(node, key, value)
-            changed.append(node)
-    for missing in existing.values():
-        if missing.healthy:
-            missing.healthy = False
-            changed.append(missing)
+        values = [seen.gpus, seen.gpu_type, seen.domain, seen.healthy]
+        pk, stored = existing.pop(seen.name, (None, None))
+        if pk is None:
+            created.append(
+                Node(cluster=cluster, name=seen.name, **dict(zip(NODE_FIELDS, values, strict=True)))
+            )
+        elif stored != values:
+            changed.append(
+                Node(pk=pk, cluster=cluster, name=seen.name, **dict(zip(NODE_FIELDS, values, strict=True)))
+            )
+    for name, (pk, (gpus, gpu_type, domain, healthy)) in existing.items():
+        if healthy:
+            changed.append(Node(pk=pk, cluster=cluster, name=name, gpus=gpus, gpu_type=gpu_type,
+                                topology_domain=domain, healthy=False))  # fmt: skip
     Node.objects.bulk_create(created)
-    update_rows(Node, changed, ["gpus", "gpu_type", "topology_domain", "healthy"])
+    update_rows(Node, changed, list(NODE_FIELDS))
 
 
 def _known_workloads(

@@ -33,6 +33,10 @@ from scheduling.models import Cluster, Node, SimulatedJob, SimulatedNode, Worklo
 ENDED_RETENTION_S = 3600.0  # ended jobs are reported this long, so a pass that crashed still sees them
 ENDED_STATES = (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.NODE_FAILURE)
 DEFAULT_DURATION_S = 3600.0
+OBSERVED_FIELDS = (
+    "ref", "state", "workload_id", "attempt", "placement", "started_at", "ended_at", "account", "user", "gpus",
+    "gpus_per_node", "min_runtime_s", "resumable", "name", "utilisation",
+)  # fmt: skip
 
 
 def simulated_nodes_seed(*, cluster: Cluster) -> int:
@@ -127,28 +131,21 @@ class SimulatedBackend:
         self._check_available("observe_delay_s")
         simulated_nodes_seed(cluster=self.cluster)
         now = self.clock()
-        nodes = list(SimulatedNode.objects.filter(cluster=self.cluster))
-        self._advance(now=now, unhealthy={n.name for n in nodes if not n.healthy})
+        nodes = tuple(
+            ObservedNode(
+                name=name, gpus=gpus, gpu_type=gpu_type, domain=domain, healthy=healthy, reason=reason
+            )
+            for name, gpus, gpu_type, domain, healthy, reason in SimulatedNode.objects.filter(
+                cluster=self.cluster
+            ).values_list("name", "gpus", "gpu_type", "domain", "healthy", "reason")
+        )
+        self._advance(now=now, unhealthy={node.name for node in nodes if not node.healthy})
         jobs = (
             SimulatedJob.objects.filter(cluster=self.cluster)
             .exclude(state__in=ENDED_STATES, ended_at__lt=now - ENDED_RETENTION_S)
-            .defer("duration_s", "fail_after_s", "ran_s")
+            .values(*OBSERVED_FIELDS)
         )
-        return ClusterState(
-            observed_at=now,
-            nodes=tuple(
-                ObservedNode(
-                    name=n.name,
-                    gpus=n.gpus,
-                    gpu_type=n.gpu_type,
-                    domain=n.domain,
-                    healthy=n.healthy,
-                    reason=n.reason,
-                )
-                for n in nodes
-            ),
-            jobs=tuple(self._observed(job) for job in jobs),
-        )
+        return ClusterState(observed_at=now, nodes=nodes, jobs=tuple(self._observed(job) for job in jobs))
 
     def _advance(self, *, now: float, unhealthy: set[str]) -> None:
         """Move running jobs on: done -> COMPLETED, failing -> FAILED, on a sick node -> NODE_FAILURE."""
@@ -175,26 +172,16 @@ class SimulatedBackend:
         done_at = started + max(job.duration_s - job.ran_s, 0.0)
         return (JobState.COMPLETED, done_at) if done_at <= now else None
 
-    def _observed(self, job: SimulatedJob) -> ObservedJob:
-        jitter = (zlib.crc32(f"{job.ref}:{int(self.clock() // 60)}".encode()) % 11) - 5
-        running = job.state == JobState.RUNNING
+    def _observed(self, job: dict) -> ObservedJob:
+        jitter = (zlib.crc32(f"{job['ref']}:{int(self.clock() // 60)}".encode()) % 11) - 5
+        running = job["state"] == JobState.RUNNING
+        utilisation = job.pop("utilisation")
+        placement = job.pop("placement")
+        job["state"] = JobState(job["state"])
         return ObservedJob(
-            ref=job.ref,
-            state=JobState(job.state),
-            workload_id=job.workload_id,
-            attempt=job.attempt,
-            nodes=tuple(node for node, _ in job.placement),
-            started_at=job.started_at,
-            ended_at=job.ended_at,
-            account=job.account,
-            user=job.user,
-            gpus=job.gpus,
-            gpus_per_node=job.gpus_per_node,
-            min_runtime_s=job.min_runtime_s,
-            resumable=job.resumable,
-            name=job.name,
-            gpu_utilisation=min(max(job.utilisation + jitter, 0.0), 100.0) if running else None,
-        )
+            **job, nodes=tuple(node for node, _ in placement),
+            gpu_utilisation=min(max(utilisation + jitter, 0.0), 100.0) if running else None,
+        )  # fmt: skip
 
     # --- apply -------------------------------------------------------------------------------------------
 
