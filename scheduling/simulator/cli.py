@@ -46,6 +46,7 @@ SCENARIO_HELP = {
     "node_mtbf_days": "mean days between failures of one node (0: none)",
     "repair_median_h": "median hours to repair a failed node",
     "warmup_days": "days simulated before measuring (fills the cluster and the usage window)",
+    "high_priority_share": "share of work marked high priority (read only by the priority policy)",
 }
 
 

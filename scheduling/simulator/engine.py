@@ -129,6 +129,7 @@ class Engine:
         self.pending: dict[int, PendingWorkload] = {}
         self.running: dict[int, RunningWorkload] = {}
         self.pending_users: dict[tuple[str, str], int] = {}
+        self.funded_pending = 0
         self.allocation_rates: dict[str, int] = {}
         self.user_rates: dict[tuple[str, str], int] = {}
         self.usage = (
@@ -243,7 +244,8 @@ class Engine:
         self._set_health(node, healthy=True)
 
     def _on_wake(self, _: object) -> None:
-        if self.pending:
+        """Protected work just became preemptible: news only to funded work that waits."""
+        if self.funded_pending:
             self._changed()
 
     def _on_pass(self, _: object) -> None:
@@ -364,6 +366,7 @@ class Engine:
 
     def _enqueue(self, state: JobState) -> None:
         state.status = "pending"
+        self.funded_pending += state.funded
         self.pending[state.spec.id] = state.pending
         key = (state.spec.allocation, state.spec.user)
         self.pending_users[key] = self.pending_users.get(key, 0) + 1
@@ -371,6 +374,7 @@ class Engine:
 
     def _dequeue(self, state: JobState) -> None:
         del self.pending[state.spec.id]
+        self.funded_pending -= state.funded
         key = (state.spec.allocation, state.spec.user)
         self.pending_users[key] -= 1
         if not self.pending_users[key]:

@@ -18,7 +18,8 @@ and unfunded work ``unfunded_load`` more. Each team has its own weekly cycle (am
 working day too. With a total offered load near capacity, the queue builds during the week and
 drains at weekends, so requested GPUs (running + pending) sit at 2-3x capacity.
 
-Priorities (read only by the old "priority" policy) model inflation: most work says "high" (3).
+Priorities (read only by the old "priority" policy) model inflation: ``high_priority_share`` of
+all work says "high" (3; Ai2 saw 100%), the rest "normal" (2) or rarely "low" (1).
 Node failures: each node fails as a Poisson process (``node_mtbf_days``) and is repaired after a
 log-normal time (median ``repair_median_h``). The first ``warmup_days`` fill the cluster and the
 usage window and are not measured.
@@ -70,6 +71,7 @@ class Ai2Parameters:
     node_mtbf_days: float = 60.0
     repair_median_h: float = 6.0
     warmup_days: float = 3.0
+    high_priority_share: float = 0.95
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,7 @@ def _jobs(rng: random.Random, p: Ai2Parameters, teams: list[Team], horizon: floa
         offered = team.appetite * horizon - sum(
             job.gpus * job.duration_s for job in jobs if job.allocation == team.path
         )
-        jobs += _batch(rng, team, weekly, horizon, offered)
+        jobs += _batch(rng, p, team, weekly, horizon, offered)
     jobs += _unfunded(rng, p, teams, horizon)
     return jobs
 
@@ -235,7 +237,7 @@ def _debug(
                 workload_class="debug",
                 min_runtime_s=duration,
                 max_runtime_s=HOUR,
-                priority=_inflated(rng, 0.9),
+                priority=_inflated(rng, p.high_priority_share),
                 busy=0.6,
                 kind="debug",
             )
@@ -261,7 +263,7 @@ def _interactive(
                 workload_class="interactive",
                 min_runtime_s=duration,
                 max_runtime_s=math.ceil(duration / HOUR) * HOUR,
-                priority=_inflated(rng, 0.9),
+                priority=_inflated(rng, p.high_priority_share),
                 busy=rng.uniform(0.15, 0.5),
                 kind="interactive",
             )
@@ -275,7 +277,7 @@ def _sweeps(
     count = _poisson_count(rng, p.sweeps_per_team_week * horizon / WEEK)
     jobs = []
     for moment in _arrivals(rng, count, density, horizon):
-        user, resumable, priority = rng.choice(team.users), rng.random() < 0.5, _inflated(rng, 0.7)
+        user, resumable, priority = rng.choice(team.users), rng.random() < 0.5, _inflated(rng, p.high_priority_share)
         for member in range(rng.randint(8, 48)):
             duration = _clipped_lognormal(rng, 2 * HOUR, 0.5, 0.5 * HOUR, 8 * HOUR)
             jobs.append(
@@ -299,7 +301,7 @@ def _sweeps(
 
 
 def _batch(
-    rng: random.Random, team: Team, density: Density, horizon: float, offered_gpu_s: float
+    rng: random.Random, p: Ai2Parameters, team: Team, density: Density, horizon: float, offered_gpu_s: float
 ) -> list[SimJob]:
     """Training runs until the team's offered GPU-hours are used up."""
     shapes = []
@@ -323,7 +325,7 @@ def _batch(
                 resumable=True,
                 max_runtime_s=math.ceil(duration * rng.uniform(1.2, 2.0) / HOUR) * HOUR if declared else None,
                 checkpoint_s=rng.choice((1800.0, 3600.0)),
-                priority=_inflated(rng, 0.85),
+                priority=_inflated(rng, p.high_priority_share),
                 busy=rng.uniform(0.8, 0.98),
                 kind="batch",
             )
@@ -351,7 +353,7 @@ def _unfunded(rng: random.Random, p: Ai2Parameters, teams: list[Team], horizon: 
             duration_s=duration,
             resumable=True,
             checkpoint_s=1800.0,
-            priority=_inflated(rng, 0.6),
+            priority=_inflated(rng, p.high_priority_share),
             busy=rng.uniform(0.6, 0.95),
             kind="unfunded",
             patience_s=p.unfunded_patience_h * HOUR,
