@@ -1,0 +1,42 @@
+"""Incremental usage: the sliding window from hourly marks, and the decayed sum."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from scheduling.simulator.usage import DecayedUsage, WindowedUsage
+
+
+def test_a_steady_rate_fills_exactly_one_window():
+    usage = WindowedUsage(window_s=7200.0)
+    usage.set_rate("nlp", 0.0, 8)
+
+    assert usage.value("nlp", 3600.0) == 8 * 3600
+    assert usage.value("nlp", 50_000.0) == pytest.approx(8 * 7200)
+
+
+def test_work_that_stopped_leaves_the_window_as_it_slides_past():
+    usage = WindowedUsage(window_s=7200.0)
+    usage.set_rate("nlp", 0.0, 4)
+    usage.set_rate("nlp", 3600.0, 0)  # 4 GPUs for the first hour only
+
+    assert usage.value("nlp", 7200.0) == 4 * 3600
+    assert usage.value("nlp", 9000.0) == pytest.approx(4 * 1800)  # half of that hour is still inside
+    assert usage.value("nlp", 10_800.0) == pytest.approx(0.0)
+
+
+def test_an_unknown_key_has_no_usage():
+    assert WindowedUsage(window_s=60.0).value("nobody", 100.0) == 0.0
+    assert DecayedUsage(half_life_s=60.0).value("nobody", 100.0) == 0.0
+
+
+def test_decayed_usage_halves_every_half_life_once_work_stops():
+    usage = DecayedUsage(half_life_s=3600.0)
+    usage.set_rate("nlp", 0.0, 2)
+    usage.set_rate("nlp", 1000.0, 0)
+    at_stop = usage.value("nlp", 1000.0)
+
+    assert at_stop == pytest.approx(2 * 3600 / math.log(2) * (1 - 2 ** (-1000 / 3600)))
+    assert usage.value("nlp", 4600.0) == pytest.approx(at_stop / 2)
