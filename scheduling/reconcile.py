@@ -32,7 +32,7 @@ from scheduling.models import (
 from scheduling.services.runs import run_close, run_open
 from scheduling.services.workloads import workload_adopt, workload_transition
 
-SAMPLE_EVERY = timedelta(seconds=60)
+SAMPLE_EVERY = timedelta(seconds=30)
 
 END_REASONS = {
     JobState.COMPLETED: EndReason.COMPLETED,
@@ -349,5 +349,6 @@ def _sample_utilisation(*, cluster: Cluster, matched: list[tuple[ObservedJob, Kn
         for job, known in matched
         if job.state == JobState.RUNNING and job.gpu_utilisation is not None
     ]  # fmt: skip
-    UtilisationSample.objects.bulk_create(samples, batch_size=1000)
-    PassLease.objects.filter(pk=cluster.pk).update(last_sample_at=now)
+    if samples:
+        UtilisationSample.objects.bulk_create(samples, batch_size=1000)
+        PassLease.objects.filter(pk=cluster.pk).update(last_sample_at=now)

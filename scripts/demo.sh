@@ -1,14 +1,43 @@
 #!/usr/bin/env bash
-# The demo: embedded SQLite under var/, the demo organisation, the portal on http://127.0.0.1:8000.
+# The demo: embedded SQLite under var/, the demo organisation, the portal on http://127.0.0.1:8000,
+# and the live scheduler: a Celery worker and beat on the embedded filesystem broker (var/broker/)
+# running a pass per simulated cluster every SCHEDULING_PASS_INTERVAL_S seconds, plus demo traffic
+# (manage.py demo_traffic, DEMO_SPEED simulated seconds per real second). Ctrl-C stops all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBUG="${DEBUG:-true}"
 unset DATABASE_URL REDIS_URL CELERY_BROKER_URL || true
+# A pass's claim on SQLite is a lease: keep it short so a demo stopped mid-pass restarts promptly.
+export SCHEDULING_PASS_LEASE_S="${SCHEDULING_PASS_LEASE_S:-30}"
 PY=.venv/bin/python
-mkdir -p var
-echo "==> Migrating the embedded database (var/portal.sqlite3)"
+CELERY=.venv/bin/celery
+VAR="${VAR_DIR:-var}"
+mkdir -p "$VAR/log"
+echo "==> Migrating the embedded database ($VAR/portal.sqlite3)"
 $PY manage.py migrate --noinput -v 0
 echo "==> Loading the demo organisation"
 $PY manage.py load_demo
-echo "==> Serving the portal at http://127.0.0.1:${PORT:-8000}  (Ctrl-C stops it)"
-exec $PY manage.py runserver "127.0.0.1:${PORT:-8000}"
+
+pids=()
+stop() {
+  trap - INT TERM EXIT
+  echo
+  echo "==> Stopping the portal, the worker, beat and the traffic generator"
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+trap stop INT TERM EXIT
+
+echo "==> Starting the Celery worker and beat (logs in $VAR/log/)"
+$CELERY -A portal worker --pool solo --loglevel INFO --without-gossip --without-mingle \
+  >"$VAR/log/worker.log" 2>&1 &
+pids+=($!)
+$CELERY -A portal beat --loglevel INFO --schedule "$VAR/celerybeat-schedule" >"$VAR/log/beat.log" 2>&1 &
+pids+=($!)
+echo "==> Starting demo traffic at ${DEMO_SPEED:-60}x real time (log in $VAR/log/traffic.log)"
+$PY manage.py demo_traffic --speed "${DEMO_SPEED:-60}" >"$VAR/log/traffic.log" 2>&1 &
+pids+=($!)
+echo "==> Serving the portal at http://127.0.0.1:${PORT:-8000}  (Ctrl-C stops everything)"
+$PY manage.py runserver --noreload "127.0.0.1:${PORT:-8000}" &
+pids+=($!)
+wait -n "${pids[@]}" || true
