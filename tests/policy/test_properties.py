@@ -169,7 +169,7 @@ def test_unfunded_work_never_preempts_funded_work(state):
     result = plan(state, NOW, CONFIG)
     funded = FairTree(state.tree, {}, {}).funded
     running = {workload.id: workload for workload in state.running}
-    pending = {workload.id: workload for workload in state.pending}
+    pending = startable(state, result)  # a requeued victim may preempt in turn (a cascade)
     for preemption in result.preemptions:
         if running[preemption.workload_id].funded:
             assert pending[preemption.preemptor_id].allocation in funded
