@@ -168,33 +168,45 @@ class _Pass:
         the same way until something changes (``generation``), so it reuses that outcome instead
         of searching again; that keeps a pass over 100,000 pending workloads cheap.
         """
-        failed: dict[tuple, tuple[int, tuple]] = {}
+        failed: dict[tuple, tuple] = {}  # signature -> outcome key, valid for ``generation``
+        generation = self.generation
         blocked = self.blocked
         append = blocked.append
+        known = failed.get
+        now = self.now
         for queue in self.queues:
             misses, checked = 0, -1
             while (head := queue.head()) is not None:
                 items, taken, started = head[2], 0, False
+                pop = items.popleft
+                start_at = self._reservation_start()
                 while items:
-                    workload = items.popleft()
+                    workload = pop()
                     taken += 1
+                    runtime = workload.max_runtime_s
                     signature = (
                         workload.gpus,
                         workload.gpus_per_node,
                         workload.gpu_type,
                         workload.allocation,
-                        workload.min_runtime_s > 0,
-                        workload.max_runtime_s,
                         workload.priority,
+                        # may it backfill reserved nodes? (_may_backfill, inlined; finer is harmless)
+                        workload.min_runtime_s <= 0 or (runtime is not None and now + runtime <= start_at),
                     )
-                    seen = failed.get(signature)
-                    if seen is not None and seen[0] == self.generation:
-                        append((workload, seen[1]))
-                    elif self._consider(workload):
-                        started = True
+                    key = known(signature)
+                    if key is not None:
+                        append((workload, key))
+                        continue
+                    started = self._consider(workload)
+                    if self.generation != generation:
+                        failed.clear()
+                        generation = self.generation
+                        start_at = self._reservation_start()
+                    if started:
                         break
-                    elif blocked[-1][1][0] != "reserved_self":
-                        failed[signature] = (self.generation, blocked[-1][1])
+                    key = blocked[-1][1]
+                    if key[0] != "reserved_self":
+                        failed[signature] = key
                 queue.consumed(taken)
                 if started:
                     queue.charged()
@@ -289,6 +301,12 @@ class _Pass:
 
     def _protects(self, workload: PendingWorkload) -> bool:
         return self.config.contract and workload.min_runtime_s > 0 and self._funded(workload)
+
+    def _reservation_start(self) -> float:
+        """When the reserved job starts: -inf with no reservation (nothing to protect yet)."""
+        if self.reservation is None:
+            return -INFINITE
+        return self.reservation.start_at if self.reservation.start_at is not None else INFINITE
 
     def _may_backfill(self, workload: PendingWorkload) -> bool:
         """May use reserved nodes: it cannot delay the reservation (it ends first or is preemptible)."""
@@ -516,14 +534,14 @@ class _Pass:
         explained = []
         append = explained.append
         position = 0
-        requeued = self.requeued
+        requeued, lookup, ident = self.requeued, resolved.get, id
         for workload, key in self.blocked:  # the hot loop: reasons.make_reason, inlined
             if requeued and workload.id in requeued:
                 continue
             position += 1
-            outcome = resolved.get(id(key))
+            outcome = lookup(ident(key))
             if outcome is None:
-                outcome = resolved[id(key)] = self._resolve(key, position)
+                outcome = resolved[ident(key)] = self._resolve(key, position)
             reason = new(cls)
             set_id(reason, workload.id)
             set_code(reason, outcome[0])
