@@ -1,6 +1,6 @@
 """Delivery against allocation: owed vs delivered GPU-hours for one budget node's subtree.
 
-Reads only hourly rollups (``AllocationHour``, ``portal.ClusterHour``, ``portal.PendingHour``)
+Reads only rollups (hourly ``AllocationHour`` and ``portal.ClusterHour``, daily ``portal.PendingDay``)
 plus the tree, in a fixed number of queries whatever the period; tests pin the count.
 
 - delivered, owed: sums over the node's subtree (DESIGN 2); a node's own work counts too.
@@ -23,10 +23,11 @@ from django.db.models import Sum
 
 from budgets.models import Allocation, BudgetNode
 from budgets.selectors import User, budget_tree
-from portal.metrics import bucket_start, meets_budget, period_bounds, ratio
-from portal.models import ClusterHour, PendingCause, PendingHour
-from scheduling.accounting import usage_in_window
+from portal.metrics import bucket_start, meets_budget, per_bucket, period_bounds, ratio
+from portal.models import ClusterHour, PendingCause, PendingDay
+from portal.rollups import day_floor
 from scheduling.models import AllocationHour, Cluster
+from scheduling.reports import fair_share_now
 
 NO_DEMAND = "no_demand"
 CAUSE_LABELS: dict[str, str] = {
@@ -94,20 +95,6 @@ def attribute_undelivered(*, undelivered: float, weights: Mapping[str, float]) -
     return {cause: undelivered * weight / total for cause, weight in positive.items() if weight > 0}
 
 
-def fair_share_ratio(
-    *, usage: float, budget: float, sibling_usage: float, sibling_budget: float
-) -> float | None:
-    """usage share / budget share among siblings (DESIGN 2): < 1 under-served, > 1 over-served.
-
-    None when the node has no budget share (unfunded) or nobody among its siblings used anything.
-    """
-    budget_share = ratio(budget, sibling_budget)
-    usage_share = ratio(usage, sibling_usage)
-    if not budget_share or usage_share is None:
-        return None
-    return usage_share / budget_share
-
-
 def subtree_ids(nodes: list[BudgetNode], root: BudgetNode) -> list[int]:
     return [n.pk for n in nodes if n.pk == root.pk or n.path.startswith(root.path + "/")]
 
@@ -126,7 +113,7 @@ def delivery_report(*, node: BudgetNode, cluster: Cluster, user: User, now: date
         days=days,
         gpus=budgets.get(node.pk, 0.0),
         entitlement_gpus=float(row.entitlement) if row else 0.0,
-        fair_share_ratio=_fair_share_now(node, nodes, budgets, cluster=cluster, now=now),
+        fair_share_ratio=fair_share_now(cluster=cluster, now=now).get(node.path),
     )
     start, end = period_bounds(now=now, days=days)
     ids = subtree_ids(nodes, node)
@@ -148,17 +135,16 @@ def _fill_series(
     now: datetime,
 ) -> None:
     sums: dict[datetime, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for hour, delivered, owed in (
-        AllocationHour.objects.filter(cluster=cluster, allocation_id__in=ids, hour__gte=start, hour__lt=end)
-        .values("hour").annotate(d=Sum("delivered_gpu_s"), o=Sum("owed_gpu_s")).values_list("hour", "d", "o")
-    ):  # fmt: skip
-        bucket = sums[bucket_start(hour, days=report.days)]
-        bucket["delivered"] += delivered or 0.0
-        bucket["owed"] += owed or 0.0
-    for hour, healthy in ClusterHour.objects.filter(
-        cluster=cluster, hour__gte=start, hour__lt=end
-    ).values_list("hour", "healthy_gpu_s"):
-        sums[bucket_start(hour, days=report.days)]["entitled"] += healthy * fraction
+    usage = AllocationHour.objects.filter(
+        cluster=cluster, allocation_id__in=ids, hour__gte=start, hour__lt=end
+    )
+    for row in per_bucket(usage, days=report.days, d=Sum("delivered_gpu_s"), o=Sum("owed_gpu_s")):
+        bucket = sums[bucket_start(row["bucket"], days=report.days)]
+        bucket["delivered"] += row["d"] or 0.0
+        bucket["owed"] += row["o"] or 0.0
+    health = ClusterHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
+    for row in per_bucket(health, days=report.days, healthy=Sum("healthy_gpu_s")):
+        sums[bucket_start(row["bucket"], days=report.days)]["entitled"] += (row["healthy"] or 0.0) * fraction
     for moment in sorted(sums):
         bucket = sums[moment]
         # GPUs = GPU-seconds / the bucket's seconds inside [start, now] (first and last may be partial)
@@ -210,7 +196,9 @@ def _causes(
     report: Delivery, *, cluster: Cluster, ids: list[int], start: datetime, end: datetime
 ) -> list[tuple[str, str, float]]:
     weights = dict(
-        PendingHour.objects.filter(cluster=cluster, allocation_id__in=ids, hour__gte=start, hour__lt=end)
+        PendingDay.objects.filter(
+            cluster=cluster, allocation_id__in=ids, day__gte=day_floor(start), day__lt=end
+        )
         .values("cause")
         .annotate(total=Sum("gpu_s"))
         .values_list("cause", "total")
@@ -218,20 +206,3 @@ def _causes(
     parts = attribute_undelivered(undelivered=report.undelivered_gpu_h, weights=weights)
     parts[NO_DEMAND] = max(report.entitled_gpu_h - report.owed_gpu_h, 0.0)
     return [(cause, CAUSE_LABELS[cause], parts.get(cause, 0.0)) for cause in CAUSE_LABELS]
-
-
-def _fair_share_now(
-    node: BudgetNode, nodes: list[BudgetNode], budgets: dict[int, float], *, cluster: Cluster, now: datetime
-) -> float | None:
-    usage = usage_in_window(cluster_id=cluster.pk, now=now, window=timedelta(days=cluster.window_days))
-    siblings = [n for n in nodes if n.parent_id == node.parent_id]
-
-    def subtree_usage(root: BudgetNode) -> float:
-        return sum(usage.get(pk, 0.0) for pk in subtree_ids(nodes, root))
-
-    return fair_share_ratio(
-        usage=subtree_usage(node),
-        budget=budgets.get(node.pk, 0.0),
-        sibling_usage=sum(subtree_usage(s) for s in siblings),
-        sibling_budget=sum(budgets.get(s.pk, 0.0) for s in siblings),
-    )

@@ -63,25 +63,30 @@ def my_workloads_filter(user: User) -> Q:
 
 
 def home_board(*, user: User, now: datetime, days: int = 7) -> HomeBoard:
-    mine = Workload.objects.filter(my_workloads_filter(user))
-    counts = dict(
-        mine.filter(state__in=ACTIVE).values_list("state").annotate(n=Count("id")).values_list("state", "n")
-    )
-    workloads = list(
-        mine.select_related("cluster", "allocation", "pending_reason").order_by("-state_changed_at", "-id")[
-            :10
-        ]
-    )
+    """Live work through the (cluster, state) index, recent finished work through the owner index:
+    neither read scans the whole workload history."""
     clusters = list(cluster_list())
+    live = list(
+        Workload.objects.filter(cluster_id__in=[c.pk for c in clusters], state__in=ACTIVE)
+        .filter(my_workloads_filter(user))
+        .select_related("cluster", "allocation", "pending_reason")
+        .order_by("-state_changed_at", "-id")
+    )
+    finished = list(
+        Workload.objects.filter(owner_id=user.pk)
+        .exclude(state__in=ACTIVE)
+        .select_related("cluster", "allocation")
+        .order_by("-state_changed_at", "-id")[:5]
+    )
     memberships = list(
         Membership.objects.filter(user_id=user.pk, node__archived=False).select_related("node")
     )
     return HomeBoard(
-        workloads=workloads,
-        state_counts={state: counts.get(state, 0) for state in ACTIVE},
+        workloads=live[:15] + finished,
+        state_counts={state: sum(w.state == state for w in live) for state in ACTIVE},
         allocations=my_allocations(user=user, memberships=memberships, clusters=clusters, now=now, days=days),
-        memberships=memberships,
         pyramids=[(c, metrics.pyramid_now(cluster=c, now=now, days=days)) for c in clusters],
+        memberships=memberships,
         days=days,
     )
 

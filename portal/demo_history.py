@@ -3,7 +3,7 @@
 The live scheduler builds this history as it runs; a fresh demo or a test has none, so the pages
 would be empty. ``history_seed`` fills, for one cluster: hourly ``AllocationHour`` (owed around
 each leaf's entitlement, delivered mostly near it), ``ClusterHour`` (a few node outages, telemetry,
-passes), ``WaitHour`` per class, ``PendingHour`` causes; and a queue: running workloads with open
+passes), ``WaitHour`` per class, ``PendingDay`` causes; and a queue: running workloads with open
 runs and telemetry (one idle: squatting), pending workloads with pending reasons in scheduling order,
 finished workloads with their runs, and recent passes. Deterministic for a given ``seed``.
 """
@@ -18,8 +18,8 @@ from django.db import transaction
 
 from budgets.models import BudgetNode
 from budgets.selectors import budget_tree
-from portal.models import WAIT_EDGES_S, ClusterHour, PendingCause, PendingHour, RollupWatermark, WaitHour
-from portal.rollups import wait_bin
+from portal.models import WAIT_EDGES_S, ClusterHour, PendingCause, PendingDay, RollupWatermark, WaitHour
+from portal.rollups import day_floor, wait_bin
 from scheduling.accounting import HOUR, hour_floor
 from scheduling.models import (
     AllocationHour,
@@ -48,7 +48,7 @@ def history_seed(
         _allocation_hours(cluster, leaves, hours, now, rng)
         _cluster_hours(cluster, hours, now, rng)
         _wait_hours(cluster, hours, rng)
-        _pending_hours(cluster, leaves, hours, rng)
+        _pending_days(cluster, leaves, hours, rng)
         _queue(cluster, leaves, now, rng, users or ["researcher"])
         RollupWatermark.objects.update_or_create(
             cluster=cluster,
@@ -137,7 +137,7 @@ def _wait_hours(cluster: Cluster, hours: list[datetime], rng: random.Random) -> 
     WaitHour.objects.bulk_create(rows, batch_size=2000)
 
 
-def _pending_hours(cluster: Cluster, leaves: list, hours: list[datetime], rng: random.Random) -> None:
+def _pending_days(cluster: Cluster, leaves: list, hours: list[datetime], rng: random.Random) -> None:
     causes = [
         PendingCause.WAITING,
         PendingCause.FRAGMENTATION,
@@ -145,15 +145,16 @@ def _pending_hours(cluster: Cluster, leaves: list, hours: list[datetime], rng: r
         PendingCause.UNHEALTHY,
     ]
     weights = [0.6, 0.2, 0.12, 0.08]
+    days = sorted({day_floor(hour) for hour in hours})
     rows = [
-        PendingHour(
-            cluster=cluster, allocation=node, hour=hour, cause=cause, gpu_s=weight * 3600 * 8 * rng.random()
+        PendingDay(
+            cluster=cluster, allocation=node, day=day, cause=cause, gpu_s=weight * 86400 * 2 * rng.random()
         )
         for node, _ in leaves
-        for hour in hours[-24 * 7 :: 6]
+        for day in days
         for cause, weight in zip(causes, weights, strict=True)
     ]
-    PendingHour.objects.bulk_create(rows, batch_size=2000)
+    PendingDay.objects.bulk_create(rows, batch_size=2000)
 
 
 def _queue(cluster: Cluster, leaves: list, now: datetime, rng: random.Random, users: list[str]) -> None:

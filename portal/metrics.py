@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
-from django.db.models import Q, Sum
+from django.db.models import Aggregate, F, Max, Q, QuerySet, Sum
+from django.db.models.functions import TruncDay
 
 from portal.models import WAIT_EDGES_S, ClusterHour, WaitHour
 from scheduling.accounting import HOUR, hour_floor
@@ -42,6 +43,20 @@ def count_meeting_budget(pairs: Iterable[tuple[float, float]]) -> tuple[int, int
     """(allocations at >= 95%, allocations that were owed anything) over (delivered, owed) pairs."""
     owed_pairs = [(delivered, owed) for delivered, owed in pairs if owed > 0]
     return sum(meets_budget(d, o) for d, o in owed_pairs), len(owed_pairs)
+
+
+def fair_share_ratio(
+    *, usage: float, budget: float, sibling_usage: float, sibling_budget: float
+) -> float | None:
+    """usage share / budget share among siblings (DESIGN 2): < 1 under-served, > 1 over-served.
+
+    None when the node has no budget share (unfunded) or nobody among its siblings used anything.
+    """
+    budget_share = ratio(budget, sibling_budget)
+    usage_share = ratio(usage, sibling_usage)
+    if not budget_share or usage_share is None:
+        return None
+    return usage_share / budget_share
 
 
 def percentile(histogram: Sequence[int], q: float, edges: Sequence[float] = WAIT_EDGES_S) -> float | None:
@@ -176,29 +191,40 @@ def _impact(*, cluster: Cluster, now: datetime, days: int) -> tuple[int, int, fl
     return meeting, owed_count, sum(d for d, _ in per_allocation), sum(o for _, o in per_allocation)
 
 
+def per_bucket(queryset: QuerySet, *, days: int, **aggregates: Aggregate) -> QuerySet:
+    """``(bucket, aggregates...)`` rows summed in the database: per hour up to 30 days, per day beyond
+    (so a 90-day page reads 90 rows, not 2,160). :func:`bucket_start` then folds hours into 6-hour points."""
+    bucket = TruncDay("hour", tzinfo=UTC) if days > 30 else F("hour")
+    return queryset.annotate(bucket=bucket).values("bucket").annotate(**aggregates).order_by("bucket")
+
+
+_CLUSTER_SUMS = (
+    "installed_gpu_s",
+    "healthy_gpu_s",
+    "busy_gpus",
+    "sampled_gpus",
+    "pass_count",
+    "pass_total_ms",
+)
+
+
 def pyramid_series(*, cluster: Cluster, now: datetime, days: int) -> PyramidSeries:
     """The four levels (and pass durations) per bucket over the last ``days`` days."""
     start, end = period_bounds(now=now, days=days)
     sums: dict[datetime, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for row in ClusterHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end).values():
-        bucket = sums[bucket_start(row["hour"], days=days)]
-        for name in (
-            "installed_gpu_s",
-            "healthy_gpu_s",
-            "busy_gpus",
-            "sampled_gpus",
-            "pass_count",
-            "pass_total_ms",
-        ):
-            bucket[name] += row[name]
-        bucket["pass_max_ms"] = max(bucket["pass_max_ms"], row["pass_max_ms"])
-    usage = (
-        AllocationHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
-        .values("hour")
-        .annotate(used=Sum("used_gpu_s"), delivered=Sum("delivered_gpu_s"), owed=Sum("owed_gpu_s"))
-    )
-    for row in usage:
-        bucket = sums[bucket_start(row["hour"], days=days)]
+    hours = ClusterHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
+    for row in per_bucket(
+        hours, days=days, **{n: Sum(n) for n in _CLUSTER_SUMS}, pass_max=Max("pass_max_ms")
+    ):
+        bucket = sums[bucket_start(row["bucket"], days=days)]
+        for name in _CLUSTER_SUMS:
+            bucket[name] += row[name] or 0.0
+        bucket["pass_max_ms"] = max(bucket["pass_max_ms"], row["pass_max"] or 0.0)
+    usage = AllocationHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
+    for row in per_bucket(
+        usage, days=days, used=Sum("used_gpu_s"), delivered=Sum("delivered_gpu_s"), owed=Sum("owed_gpu_s")
+    ):
+        bucket = sums[bucket_start(row["bucket"], days=days)]
         for name in ("used", "delivered", "owed"):
             bucket[name] += row[name] or 0.0
     return _series_from_sums(sums)
@@ -283,9 +309,9 @@ def _preemption_series(
 ) -> dict[datetime, tuple[int, int, float]]:
     """Bucket -> (preemptions, requeues, GPU-hours lost)."""
     result: dict[datetime, tuple[int, int, float]] = {}
-    for hour, preemptions, requeues, lost in ClusterHour.objects.filter(
-        cluster=cluster, hour__gte=start, hour__lt=end
-    ).values_list("hour", "preemptions", "requeues", "lost_gpu_s"):
+    hours = ClusterHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
+    rows = per_bucket(hours, days=days, p=Sum("preemptions"), r=Sum("requeues"), lost=Sum("lost_gpu_s"))
+    for hour, preemptions, requeues, lost in rows.values_list("bucket", "p", "r", "lost"):
         moment = bucket_start(hour, days=days)
         p, r, lost_h = result.get(moment, (0, 0, 0.0))
         result[moment] = (p + preemptions, r + requeues, lost_h + lost / 3600)

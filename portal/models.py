@@ -90,29 +90,28 @@ class PendingCause(models.TextChoices):
     OTHER = "other", "Held, limits or unfunded"
 
 
-class PendingHour(models.Model):
-    """GPU-seconds an allocation's funded work spent pending for each cause in one hour
-    (preemption: GPU-seconds of its preempted runs' lost work)."""
+class PendingDay(models.Model):
+    """GPU-seconds an allocation's funded work spent pending for each cause in one UTC day
+    (preemption: GPU-seconds of its preempted runs' lost work). Daily: the delivery page only ever
+    sums it over 7 to 90 days, and 90 days x 200 allocations x 5 causes stays small."""
 
-    cluster = models.ForeignKey("scheduling.Cluster", on_delete=models.CASCADE, related_name="pending_hours")
+    cluster = models.ForeignKey("scheduling.Cluster", on_delete=models.CASCADE, related_name="pending_days")
     allocation = models.ForeignKey(
-        "budgets.BudgetNode", on_delete=models.CASCADE, related_name="pending_hours"
+        "budgets.BudgetNode", on_delete=models.CASCADE, related_name="pending_days"
     )
-    hour = models.DateTimeField()
+    day = models.DateTimeField()  # midnight UTC
     cause = models.CharField(max_length=20, choices=PendingCause.choices)
     gpu_s = models.FloatField(default=0.0)
 
     class Meta:
-        ordering = ["cluster_id", "hour"]
+        ordering = ["cluster_id", "day"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["cluster", "allocation", "hour", "cause"], name="one_pending_hour"
-            )
+            models.UniqueConstraint(fields=["cluster", "allocation", "day", "cause"], name="one_pending_day")
         ]
-        indexes = [models.Index(fields=["cluster", "hour"], name="pending_hour_cluster_hour")]
+        indexes = [models.Index(fields=["cluster", "day"], name="pending_day_cluster_day")]
 
     def __str__(self) -> str:
-        return f"{self.allocation_id} {self.cause} {self.hour:%Y-%m-%d %H}:00"
+        return f"{self.allocation_id} {self.cause} {self.day:%Y-%m-%d}"
 
 
 class RollupWatermark(models.Model):

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.db.models import Q, Sum
 
-from portal.models import WAIT_EDGES_S, ClusterHour, PendingCause, PendingHour, RollupWatermark, WaitHour
+from portal.models import WAIT_EDGES_S, ClusterHour, PendingCause, PendingDay, RollupWatermark, WaitHour
 from scheduling.accounting import hour_floor, hour_slices
 from scheduling.models import (
     EndReason,
@@ -43,6 +43,10 @@ CAUSE_OF_CODE: dict[str, str] = {
     "NO_MATCHING_NODES": PendingCause.UNHEALTHY,
     "BACKEND_UNAVAILABLE": PendingCause.UNHEALTHY,
 }
+
+
+def day_floor(moment: datetime) -> datetime:
+    return moment.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 def wait_bin(wait_s: float) -> int:
@@ -92,8 +96,8 @@ def _sample_pending(cluster_id: int, since: datetime, now: datetime) -> None:
     deltas: dict[tuple[int, datetime, str], float] = defaultdict(float)
     for (allocation_id, cause), gpus in rates.items():
         for hour, seconds in hour_slices(since, now):
-            deltas[(allocation_id, hour, cause)] += gpus * seconds
-    _add_pending_hours(cluster_id, deltas)
+            deltas[(allocation_id, day_floor(hour), cause)] += gpus * seconds
+    _add_pending_days(cluster_id, deltas)
 
 
 def _fold_runs(cluster_id: int, last_id: int) -> int:
@@ -129,8 +133,8 @@ def _fold_preemptions(cluster_id: int, since: datetime, now: datetime, hours: di
         gpu_s = gpus * (ended_at - started_at).total_seconds()
         hours[hour]["lost_gpu_s"] += gpu_s
         if allocation_id is not None and funded:
-            lost[(allocation_id, hour, PendingCause.PREEMPTION)] += gpu_s
-    _add_pending_hours(cluster_id, lost)
+            lost[(allocation_id, day_floor(hour), PendingCause.PREEMPTION)] += gpu_s
+    _add_pending_days(cluster_id, lost)
 
 
 def _fold_passes(cluster_id: int, last_id: int, hours: dict) -> int:
@@ -202,22 +206,22 @@ def _add_wait_hours(cluster_id: int, waits: dict[tuple[str, datetime], list[floa
     WaitHour.objects.bulk_create(created, batch_size=500)
 
 
-def _add_pending_hours(cluster_id: int, deltas: dict[tuple[int, datetime, str], float]) -> None:
+def _add_pending_days(cluster_id: int, deltas: dict[tuple[int, datetime, str], float]) -> None:
     if not deltas:
         return
     existing = {
-        (row.allocation_id, row.hour, row.cause): row
-        for row in PendingHour.objects.filter(cluster_id=cluster_id, hour__in={hour for _, hour, _ in deltas})
+        (row.allocation_id, row.day, row.cause): row
+        for row in PendingDay.objects.filter(cluster_id=cluster_id, day__in={day for _, day, _ in deltas})
     }
     changed, created = [], []
-    for (allocation_id, hour, cause), gpu_s in deltas.items():
-        row = existing.get((allocation_id, hour, cause)) or PendingHour(
-            cluster_id=cluster_id, allocation_id=allocation_id, hour=hour, cause=cause
+    for (allocation_id, day, cause), gpu_s in deltas.items():
+        row = existing.get((allocation_id, day, cause)) or PendingDay(
+            cluster_id=cluster_id, allocation_id=allocation_id, day=day, cause=cause
         )
         row.gpu_s += gpu_s
         (changed if row.pk else created).append(row)
-    PendingHour.objects.bulk_update(changed, ["gpu_s"], batch_size=500)
-    PendingHour.objects.bulk_create(created, batch_size=500)
+    PendingDay.objects.bulk_update(changed, ["gpu_s"], batch_size=500)
+    PendingDay.objects.bulk_create(created, batch_size=500)
 
 
 def after_pass_saved(sender: type, instance: SchedulingPass, created: bool, **kwargs: object) -> None:

@@ -7,19 +7,18 @@ and id. Fixed query counts whatever the queue length; tests pin them.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.db.models import Count, F, QuerySet, Sum
 
-from budgets.delivery import fair_share_ratio
 from budgets.models import Allocation, BudgetNode
+from portal.metrics import fair_share_ratio
 from scheduling.accounting import usage_in_window
-from scheduling.models import Cluster, Decision, Run, Workload, WorkloadClass, WorkloadState
+from scheduling.models import Cluster, Decision, Run, SchedulingPass, Workload, WorkloadClass, WorkloadState
 
-QUEUE_LIMIT = 500
+QUEUE_LIMIT = 200
 QUEUE_FILTERS = ("allocation", "user", "class", "reason")
 
 
@@ -141,7 +140,7 @@ def fair_tree_comparison(*, workload: Workload, now: datetime) -> FairTreeCompar
         branches.setdefault(ancestor, {}).setdefault(theirs, 0)
         branches[ancestor][theirs] += 1
     if branches:
-        ratios = _branch_ratios(cluster=workload.cluster, now=now)
+        ratios = fair_share_now(cluster=workload.cluster, now=now)
         for ancestor, counts in sorted(branches.items(), key=lambda item: -len(item[0])):
             _, own_branch, _ = first_shared_ancestor(mine, next(iter(counts)))
             rows = [BranchShare(own_branch, ratios.get(own_branch), 0, mine=True)]
@@ -150,7 +149,24 @@ def fair_tree_comparison(*, workload: Workload, now: datetime) -> FairTreeCompar
     return result
 
 
-def _branch_ratios(*, cluster: Cluster, now: datetime) -> dict[str, float | None]:
+def fair_share_now(*, cluster: Cluster, now: datetime) -> dict[str, float | None]:
+    """Fair-share ratio (usage share / budget share among siblings) per budget node path, now.
+
+    The latest finished pass's own ratios (what ranked the queue, projected charges included) when
+    it recorded them; otherwise computed here from the windowed usage rollup and the budgets.
+    """
+    latest = (
+        SchedulingPass.objects.filter(cluster=cluster, finished_at__isnull=False)
+        .order_by("-started_at", "-id")
+        .values_list("fair_share", flat=True)
+        .first()
+    )
+    if latest:
+        return dict(latest)
+    return _computed_ratios(cluster=cluster, now=now)
+
+
+def _computed_ratios(*, cluster: Cluster, now: datetime) -> dict[str, float | None]:
     """Fair-share ratio of every budget node among its siblings (subtree usage in the window)."""
     nodes = list(BudgetNode.objects.values_list("id", "path", "parent_id"))
     budgets = {
@@ -191,62 +207,38 @@ class StartOption:
     detail: str
 
 
-def start_options(*, workload: Workload, now: datetime) -> list[StartOption]:
-    """Re-plan the cluster as it is now with the workload changed, and report what the policy does.
+AS_IT_IS = "As it is"
 
-    Variants: fewer GPUs (halving down to 1), and minimum runtime 0 (fully preemptible). The same
-    ``plan()`` the pass runs decides each, so an option shown is one the scheduler would take; only
-    variants that start now or earlier than the workload as it is are returned. When the workload
-    would start in the next pass anyway, the one option is "As it is".
+
+def start_options(*, workload: Workload, now: datetime) -> list[StartOption]:
+    """What the policy says would start the workload sooner, on the cluster as it is now.
+
+    One snapshot read, then :func:`scheduling.policy.start_options` re-plans each variant (fewer
+    GPUs, minimum runtime 0, unfunded, another GPU type) with the same ``plan()`` the pass runs.
+    When it would start in the next pass anyway, the one option returned is "As it is".
     """
-    from scheduling.policy import plan
+    from scheduling import policy
     from scheduling.snapshot import snapshot_read
 
     if workload.state != WorkloadState.PENDING:
         return []
     inputs = snapshot_read(cluster=workload.cluster, now=now)
-    pending = {w.id: w for w in inputs.snapshot.pending}
-    me = pending.get(workload.pk)
-    if me is None:
-        return []
-
-    def decide(label: str, variant) -> StartOption:  # noqa: ANN001 - a PendingWorkload
-        pending = tuple(variant if w.id == me.id else w for w in inputs.snapshot.pending)
-        outcome = plan(dataclasses.replace(inputs.snapshot, pending=pending), now.timestamp(), inputs.config)
-        return _option(label, me.id, outcome)
-
-    as_is = decide("As it is", me)
-    if as_is.starts_now:
-        return [as_is]
-    return [option for option in (decide(label, v) for label, v in _variants(me)) if _sooner(option, as_is)]
-
-
-def _sooner(option: StartOption, baseline: StartOption) -> bool:
-    if option.starts_now:
-        return True
-    if option.estimated_start is None:
-        return False
-    return baseline.estimated_start is None or option.estimated_start < baseline.estimated_start
-
-
-def _variants(me):  # noqa: ANN001, ANN202 - PendingWorkload in, (label, PendingWorkload) out
-    gpus = me.gpus // 2
-    while gpus >= 1:
-        per_node = me.gpus_per_node if me.gpus_per_node and gpus % me.gpus_per_node == 0 else None
-        yield (
-            f"Ask for {gpus} GPUs instead of {me.gpus}",
-            dataclasses.replace(me, gpus=gpus, gpus_per_node=per_node),
+    moment = now.timestamp()
+    if _starts_as_it_is(inputs, workload.pk, moment):
+        return [StartOption(AS_IT_IS, True, None, "would start in the next pass")]
+    return [
+        StartOption(
+            option.label[:1].upper() + option.label[1:],
+            option.starts_now,
+            datetime.fromtimestamp(option.estimated_start, tz=UTC) if option.estimated_start else None,
+            "would start in the next pass" if option.starts_now else f"would still wait ({option.code})",
         )
-        gpus //= 2
-    if me.min_runtime_s > 0:
-        yield "Set minimum runtime 0 (fully preemptible)", dataclasses.replace(me, min_runtime_s=0.0)
+        for option in policy.start_options(inputs.snapshot, workload.pk, moment, inputs.config)
+    ]
 
 
-def _option(label: str, workload_id: int, outcome) -> StartOption:  # noqa: ANN001 - a policy Plan
-    if any(start.workload_id == workload_id for start in outcome.starts):
-        return StartOption(label, True, None, "would start in the next pass")
-    reason = next((r for r in outcome.reasons if r.workload_id == workload_id), None)
-    if reason is None:
-        return StartOption(label, False, None, "no change")
-    estimate = datetime.fromtimestamp(reason.estimated_start, tz=UTC) if reason.estimated_start else None
-    return StartOption(label, False, estimate, reason.message)
+def _starts_as_it_is(inputs, workload_id: int, moment: float) -> bool:  # noqa: ANN001 - snapshot.PassInputs
+    from scheduling import policy
+
+    outcome = policy.plan(inputs.snapshot, moment, inputs.config)
+    return any(start.workload_id == workload_id for start in outcome.starts)

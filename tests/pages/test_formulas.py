@@ -6,11 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from budgets.delivery import attribute_undelivered, fair_share_ratio
+from budgets.delivery import attribute_undelivered
 from portal.glossary import TERMS, term
 from portal.metrics import (
     bucket_start,
     count_meeting_budget,
+    fair_share_ratio,
     meets_budget,
     merge_histograms,
     percentile,

@@ -137,8 +137,19 @@ def test_delivery_reads_a_fixed_number_of_queries_whatever_the_period(
 ):
     client = client_for(history.alice)
     for days in (7, 90):
-        with django_assert_num_queries(18):
+        with django_assert_num_queries(21):
             client.get(f"/budgets/delivery/main/{history.vision.pk}/?days={days}")
+
+
+def test_the_fair_share_ratio_is_the_one_the_last_pass_ranked_with(history, frozen_now):
+    from scheduling.models import SchedulingPass
+
+    SchedulingPass.objects.create(
+        cluster=history.main, started_at=NOW, finished_at=NOW, fair_share={"lab/vision": 1.31}
+    )
+    api = client_for(history.alice).get(f"/api/v1/delivery/main/{history.vision.pk}/").json()
+    assert api["fair_share_ratio"] == 1.31
+    assert "1.31×" in _text(client_for(history.alice).get(f"/budgets/delivery/main/{history.vision.pk}/"))
 
 
 def test_an_unknown_node_or_cluster_is_a_404(history):
@@ -211,7 +222,7 @@ def test_the_fair_tree_comparison_names_the_branches_ahead_at_the_first_shared_a
 def test_a_workload_page_reads_a_fixed_number_of_queries(history, frozen_now, django_assert_num_queries):
     workload = history.bob_pending.last()
     client = client_for(history.bob)
-    with django_assert_num_queries(11):
+    with django_assert_num_queries(12):
         client.get(f"/scheduling/workloads/{workload.pk}/")
 
 

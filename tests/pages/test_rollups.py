@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from portal.models import ClusterHour, PendingHour, WaitHour
+from portal.models import ClusterHour, PendingDay, WaitHour
 from portal.rollups import rollups_fold
 from scheduling.models import EndReason, PendingReason, Run, SchedulingPass, UtilisationSample, Workload
 from tests.pages.conftest import NOW
@@ -70,7 +70,7 @@ def test_waits_preemptions_and_telemetry_are_folded_once(folded_once):
     assert (hour.preemptions, hour.requeues, hour.pass_count, hour.pass_max_ms) == (1, 0, 1, 80)
     assert hour.lost_gpu_s == 8 * 35 * 60  # non-resumable: the whole run is lost
     assert hour.busy_gpus / hour.sampled_gpus == 0.5
-    assert PendingHour.objects.get(cause="preemption").gpu_s == 8 * 35 * 60
+    assert PendingDay.objects.get(cause="preemption").gpu_s == 8 * 35 * 60
 
 
 def test_pending_gpus_are_charged_to_the_cause_of_their_reason(folded_once):
@@ -79,7 +79,7 @@ def test_pending_gpus_are_charged_to_the_cause_of_their_reason(folded_once):
         workload = _workload(lab, gpus=4)
         PendingReason.objects.create(workload=workload, code=code, message="...", updated_at=NOW)
     rollups_fold(cluster_id=lab.main.pk, now=NOW)
-    causes = dict(PendingHour.objects.values_list("cause", "gpu_s"))
+    causes = dict(PendingDay.objects.values_list("cause", "gpu_s"))
     assert causes == {"fragmentation": 4 * 600, "waiting": 4 * 600}
 
 
