@@ -17,6 +17,7 @@ import random
 import statistics
 import sys
 import time
+from dataclasses import replace
 
 from scheduling.policy import (
     BudgetNodeSpec,
@@ -130,10 +131,11 @@ def build_snapshot(pending: int, nodes: int, seed: int, busy: float = 0.9) -> Sn
     return Snapshot("bench", tree, cluster_nodes, tuple(running), tuple(queued), usage, user_usage)
 
 
-def measure(cold: Snapshot, repeat: int) -> dict:
+def measure(cold: Snapshot, repeat: int, churn: float = 0.02, seed: int = 7) -> dict:
     """Time a first pass on the random snapshot (which rebalances it: the "cold" numbers), then
-    ``repeat`` passes on the snapshot that first plan leaves (the steady state a live cluster is in
-    from one pass to the next: the headline p50/p95)."""
+    ``repeat`` passes on the snapshot that first plan leaves with a ``churn`` fraction of the running
+    work finished meanwhile (the steady state a live cluster is in from one pass to the next, with
+    GPUs to hand out: the headline p50/p95)."""
     config = PolicyConfig()
     started = time.perf_counter()
     first = plan(cold, NOW, config)
@@ -141,7 +143,10 @@ def measure(cold: Snapshot, repeat: int) -> dict:
     _progress(
         f"cold pass: {cold_ms:.1f} ms, {len(first.starts)} starts, {len(first.preemptions)} preemptions"
     )
-    snapshot = after_plan(cold, first, NOW)
+    settled = after_plan(cold, first, NOW)
+    rng = random.Random(seed)
+    still_running = tuple(workload for workload in settled.running if rng.random() >= churn)
+    snapshot = replace(settled, running=still_running)
     durations, cpu, result = [], [], None
     for attempt in range(repeat):
         started, started_cpu = time.perf_counter(), time.process_time()
@@ -165,6 +170,7 @@ def measure(cold: Snapshot, repeat: int) -> dict:
         "preemptions": len(result.preemptions),
         "reserved": len(result.reservations),
         "phases_ms": dict(result.timings_ms),
+        "churn": churn,
         "cold_ms": round(cold_ms, 2),
         "cold_starts": len(first.starts),
         "cold_preemptions": len(first.preemptions),
@@ -185,9 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=2_000)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--churn", type=float, default=0.02, help="share of running work ended between passes"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    result = measure(build_snapshot(args.pending, args.nodes, args.seed), args.repeat)
+    result = measure(build_snapshot(args.pending, args.nodes, args.seed), args.repeat, args.churn, args.seed)
     if args.json:
         print(json.dumps(result))
     else:
