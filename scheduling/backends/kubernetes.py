@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import urllib3
 from kubernetes import client, config
@@ -55,6 +57,9 @@ from .kubernetes_parse import (
 from .slurm_accounts import account_name, path_for_account
 from .slurm_parse import parse_bool, parse_duration
 
+if TYPE_CHECKING:
+    from scheduling.models import Cluster
+
 logger = logging.getLogger(__name__)
 
 
@@ -74,11 +79,10 @@ class KubernetesSettings:
     default_min_runtime_s: float | None = None
     default_resumable: bool = False
     image: str = "busybox:1.36"  # for workloads submitted through the API without an image
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, settings: dict, *, gpu_type: str = "gpu") -> KubernetesSettings:
-        known = {name: settings[name] for name in cls.__slots__ if name in settings and name != "extra"}
+        known = {name: settings[name] for name in cls.__slots__ if name in settings}
         if "tolerated_taints" in known:
             known["tolerated_taints"] = tuple(known["tolerated_taints"])
         return cls(**{"gpu_type": gpu_type, **known})
@@ -110,11 +114,11 @@ class KubernetesBackend:
         self.batch = client.BatchV1Api(self.api)
 
     @classmethod
-    def for_cluster(cls, cluster) -> KubernetesBackend:  # noqa: ANN001 - scheduling.models.Cluster
+    def for_cluster(cls, cluster: Cluster) -> KubernetesBackend:
         settings = cluster.backend_settings or {}
         return cls(KubernetesSettings.from_mapping(settings, gpu_type=cluster.gpu_type))
 
-    def _call(self, method, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def _call(self, method: Callable[..., Any], *args: object, **kwargs: object) -> dict:
         """One API call with the timeout; JSON in, plain dict out; unreachable -> BackendUnavailable."""
         try:
             response = method(

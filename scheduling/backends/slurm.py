@@ -16,7 +16,9 @@ import logging
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 from .base import (
     Action,
@@ -45,7 +47,11 @@ from .slurm_parse import (
     parse_squeue,
 )
 
+if TYPE_CHECKING:
+    from scheduling.models import Cluster
+
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 JOB_STATES = {
     "PENDING": JobState.WAITING,
@@ -141,7 +147,7 @@ class SlurmBackend:
         self._account_paths: dict[str, str] = {}
 
     @classmethod
-    def for_cluster(cls, cluster) -> SlurmBackend:  # noqa: ANN001 - scheduling.models.Cluster
+    def for_cluster(cls, cluster: Cluster) -> SlurmBackend:
         return cls(SlurmSettings.from_mapping(cluster.backend_settings or {}, gpu_type=cluster.gpu_type))
 
     # -- reading ---------------------------------------------------------------------------------
@@ -316,7 +322,7 @@ def observed_state(job: SlurmJob) -> JobState:
     return state
 
 
-def _parsed(parse, text: str):  # noqa: ANN001, ANN202 - one of the slurm_parse.parse_* functions
+def _parsed(parse: Callable[[str], T], text: str) -> T:
     try:
         return parse(text)
     except SlurmReportedError as error:

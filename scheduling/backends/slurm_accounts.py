@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scheduling.models import Cluster
+
+    from .slurm import SlurmCli
 
 MAX_ACCOUNT_LENGTH = 63  # also a Kubernetes label value (<= 63 characters)
 PORTAL_ORGANIZATION = "portal"  # sacctmgr Organization of every account the mirror manages
@@ -80,7 +87,7 @@ def parse_portal_accounts(text: str) -> frozenset[str]:
     return frozenset(name for name, organization, *_ in pairs if organization == PORTAL_ORGANIZATION)
 
 
-def wanted_accounts(*, cluster) -> tuple[WantedAccount, ...]:  # noqa: ANN001 - scheduling.models.Cluster
+def wanted_accounts(*, cluster: Cluster) -> tuple[WantedAccount, ...]:
     """Every live budget node as an account, parents first; users: members plus the cluster's
     ``backend_settings["slurm_users"]`` (default ["root"], so the portal itself may submit)."""
     from budgets.models import BudgetNode, Membership
@@ -101,14 +108,17 @@ def wanted_accounts(*, cluster) -> tuple[WantedAccount, ...]:  # noqa: ANN001 - 
     )
 
 
-def mirror_accounts(*, cluster, cli=None) -> MirrorReport:  # noqa: ANN001 - Cluster, SlurmCli
+def mirror_accounts(*, cluster: Cluster, cli: SlurmCli | None = None) -> MirrorReport:
     """Make Slurm's account tree match the budget tree: create and move accounts, add users, and
     close (GrpSubmitJobs=0 GrpJobs=0, never delete: accounting keeps its history) accounts whose
     budget node was archived or removed; reopen them if they come back."""
     from .slurm import SlurmCli, SlurmSettings
 
     cli = cli or SlurmCli(SlurmSettings.from_mapping(cluster.backend_settings or {}))
-    sacctmgr = lambda *args: cli.run("sacctmgr", "-i", *args)  # noqa: E731
+
+    def sacctmgr(*args: str) -> str:
+        return cli.run("sacctmgr", "-i", *args)
+
     wanted = wanted_accounts(cluster=cluster)
     current = parse_associations(
         cli.run("sacctmgr", "-n", "-P", "show", "assoc", "format=account,user,parentname,grpsubmit")
@@ -121,7 +131,9 @@ def mirror_accounts(*, cluster, cli=None) -> MirrorReport:  # noqa: ANN001 - Clu
     return MirrorReport(**{**_as_dict(report), "closed": closed})
 
 
-def _mirror_wanted(wanted, current, sacctmgr) -> MirrorReport:  # noqa: ANN001
+def _mirror_wanted(
+    wanted: tuple[WantedAccount, ...], current: tuple[SlurmAssociation, ...], sacctmgr: Callable[..., str]
+) -> MirrorReport:
     """Create missing accounts (parents first), move re-parented ones, reopen closed ones, add users.
     sacctmgr takes name lists, so reopening and adding users cost one call each, not one per account."""
     own_rows = {row.account: row for row in current if not row.user}
@@ -163,7 +175,12 @@ def _mirror_wanted(wanted, current, sacctmgr) -> MirrorReport:  # noqa: ANN001
     return MirrorReport(tuple(created), tuple(moved), tuple(reopened), (), users_added)
 
 
-def _close_departed(wanted, current, ours, sacctmgr) -> tuple[str, ...]:  # noqa: ANN001
+def _close_departed(
+    wanted: tuple[WantedAccount, ...],
+    current: tuple[SlurmAssociation, ...],
+    ours: frozenset[str],
+    sacctmgr: Callable[..., str],
+) -> tuple[str, ...]:
     wanted_names = {account.name for account in wanted}
     open_rows = {row.account for row in current if not row.user and not row.closed}
     departed = sorted((ours & open_rows) - wanted_names)

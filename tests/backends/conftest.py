@@ -74,7 +74,13 @@ class TestSlurm:
         raise AssertionError(f"timed out after {timeout:g} s waiting for {what or predicate}")
 
     def wait_for_state(self, job_id: str, state: str, *, timeout: float = 30) -> str:
-        self.wait_for(lambda: self.squeue(job_id)[0] == state, timeout=timeout, what=f"job {job_id} {state}")
+        try:
+            self.wait_for(
+                lambda: self.squeue(job_id)[0] == state, timeout=timeout, what=f"job {job_id} {state}"
+            )
+        except AssertionError as error:
+            detail = slurm_command("scontrol", "show", "job", job_id, check=False)
+            raise AssertionError(f"{error}\n{detail}\n{slurm_command('sinfo', '-N', check=False)}") from None
         return self.squeue(job_id)[1]
 
     def observed(self, job_id: str):  # noqa: ANN201 - ObservedJob
