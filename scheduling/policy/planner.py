@@ -2,9 +2,11 @@
 
 1. Rank: order pending work (Fair Tree, or static priority / FIFO for the simulator's comparisons).
 2. Admit: walk the order; place each workload (placement.py); a funded workload that does not fit
-   may preempt (preemption.py); the best-ranked workload that still cannot start reserves the nodes
-   that free up earliest (reservation.py) and later work only backfills them when it cannot delay it.
-3. Explain: every workload still pending gets one reason, its position and an estimated start.
+   may preempt (preempting.py, preemption.py); the best-ranked workload that still cannot start
+   reserves the nodes that free up earliest (explaining.py, reservation.py) and later work only
+   backfills them when it cannot delay it.
+3. Explain: every workload still pending gets one reason, its position and an estimated start
+   (explaining.py, reasons.py).
 
 Deterministic: the pending queue is sorted by (submitted_at, id), every choice ends in a tie-break
 on names or ids, and nothing reads a clock or a random source except the timers.
@@ -19,14 +21,14 @@ from operator import attrgetter
 from types import MappingProxyType
 
 from scheduling.policy import reasons
+from scheduling.policy.explaining import Explaining
 from scheduling.policy.placement import FreeIndex, Shape
-from scheduling.policy.preemption import VictimPool, choose_victims
+from scheduling.policy.preempting import Preempting
+from scheduling.policy.preemption import VictimPool
 from scheduling.policy.queues import FairShareQueue, StaticQueue, group_pending, priority_key, submit_key
 from scheduling.policy.ranking import FairTree
-from scheduling.policy.replay import as_pending, single_type
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
 from scheduling.policy.types import (
-    PendingReason,
     PendingWorkload,
     Placement,
     Plan,
@@ -61,7 +63,7 @@ def _backend_unavailable(snapshot: Snapshot, now: float) -> Plan:
     return Plan((), (), (), explained, MappingProxyType({}), MappingProxyType({}))
 
 
-class _Pass:
+class _Pass(Preempting, Explaining):
     """The mutable state of one pass; ``run`` is the only entry."""
 
     def __init__(self, snapshot: Snapshot, now: float, config: PolicyConfig) -> None:
@@ -363,278 +365,6 @@ class _Pass:
         for path in self.tree.ancestors.get(workload.allocation, ()):
             if path in self.used:
                 self.used[path] += workload.gpus
-
-    # -- preempt -------------------------------------------------------------------------------
-    def _may_preempt(self, workload: PendingWorkload) -> bool:
-        if not self.config.preemption or self.config.ordering == "fifo":
-            return False
-        return self.config.ordering == "priority" or self._funded(workload)
-
-    def _may_preempt_or_fifo(self, workload: PendingWorkload) -> bool:
-        return not self.fairshare or self._funded(workload)
-
-    def _preempt(self, workload: PendingWorkload, shape: Shape) -> tuple[bool, tuple | None]:
-        memo_key = (shape, workload.allocation, workload.priority)
-        if memo_key in self.no_preempt:
-            return False, self.no_preempt[memo_key]
-        pool = self._victim_pool(workload, include_protected=False)
-        choice = None if pool.hopeless(shape, self.index) else choose_victims(shape, self.index, pool)
-        if choice is None:
-            self.no_preempt[memo_key] = blocked_by = self._blocked_by_protection(workload, shape, pool)
-            return False, blocked_by
-        placement, victims = choice
-        for victim in victims:
-            self._evict(victim, workload)
-        self._start(workload, placement, self.index)
-        return True, None
-
-    def _blocked_by_protection(
-        self, workload: PendingWorkload, shape: Shape, pool: VictimPool
-    ) -> tuple | None:
-        """("protected", until) when protected work is all that stands in the way, else None."""
-        wider = self._victim_pool(workload, include_protected=True)
-        if len(wider.ordered) == len(pool.ordered) or wider.hopeless(shape, self.index):
-            return None
-        found = choose_victims(shape, self.index, wider)
-        if found is None:
-            return None
-        return ("protected", max(victim.protected_until for victim in found[1]))
-
-    def _victim_pool(self, workload: PendingWorkload, include_protected: bool) -> VictimPool:
-        """Who ``workload`` may preempt now, in preemption order, cached until anything changes."""
-        own = (workload.allocation, True) in self.candidates and self.candidates[(workload.allocation, True)]
-        key = (workload.allocation, workload.user if own else None, workload.priority, include_protected)
-        cached = self.pools.get(key)
-        if cached is not None and cached[0] == self.generation:
-            return cached[1]
-        pool = VictimPool(self._ordered_victims(workload, include_protected), self.index, self.occupants)
-        self.pools[key] = (self.generation, pool)
-        return pool
-
-    def _ordered_victims(self, workload: PendingWorkload, include_protected: bool) -> list[RunningWorkload]:
-        """Who ``workload`` may preempt now, in preemption order (see preemption.py)."""
-        allowed = self._allowed_allocations(workload)
-        groups = []
-        for (allocation, funded), running in self.candidates.items():
-            verdict = allowed.get(allocation) if funded else True
-            if running and verdict is not None:
-                groups.append((self._tier(allocation, funded), allocation, funded, verdict, running))
-        groups.sort(key=lambda group: group[:3])
-        now, contract = self.now, self.config.contract
-        ordered = []
-        for _, _, funded, verdict, running in groups:
-            shielded = contract and funded and not include_protected
-            for victim in running:
-                if (verdict is True or verdict(victim)) and not (shielded and victim.protected_until > now):
-                    ordered.append(victim)
-        if not self.fairshare:
-            ordered.sort(key=lambda victim: (victim.priority, *self._work_lost(victim)))
-        return ordered
-
-    def _tier(self, allocation: str, funded: bool) -> tuple:
-        """Unfunded first, then the most over-served allocation (largest global usage/budget ratio)."""
-        return (funded, -self._global_ratio(allocation)) if self.fairshare else ()
-
-    def _allowed_allocations(self, workload: PendingWorkload) -> dict:
-        """allocation -> True (its funded work may be preempted) or a per-victim test; absent: no.
-        Unfunded victims are always allowed for a funded preemptor (its caller checks that)."""
-        if not self.fairshare:
-            test = lambda victim: victim.priority < workload.priority  # noqa: E731
-            return {allocation: test for allocation, _ in self.candidates}
-        tree, charge = self.tree, workload.gpus * self.charge_s
-        tree.charge(workload.allocation, workload.user, charge)
-        try:
-            allowed: dict = {
-                allocation: True
-                for allocation, funded in self.candidates
-                if funded
-                and allocation != workload.allocation
-                and tree.ranks_at_or_below(allocation, workload.allocation)
-            }
-            mine = tree.user_key(workload.allocation, workload.user)
-            peers = {
-                victim.user
-                for victim in self.candidates.get((workload.allocation, True), ())
-                if victim.user != workload.user and tree.user_key(workload.allocation, victim.user) >= mine
-            }
-        finally:
-            tree.charge(workload.allocation, workload.user, -charge)
-        if peers:
-            allowed[workload.allocation] = lambda victim: victim.user in peers
-        return allowed
-
-    def _global_ratio(self, allocation: str) -> float:
-        ratio = 1.0
-        for path in self.tree.ancestors.get(allocation, ()):
-            ratio *= self.tree.level_ratio(path)
-        return ratio
-
-    def _evict(self, victim: RunningWorkload, preemptor: PendingWorkload) -> None:
-        why = "unfunded work yields to funded work" if not victim.funded else "rebalancing toward fair share"
-        if not self.fairshare:
-            why = "a higher priority class needs the GPUs"
-        self.preemptions.append(Preemption(victim.id, victim.resumable, preemptor.id, why))
-        self.index.give(victim.placement)
-        self.reserved.give(victim.placement)
-        for name, _ in victim.placement:
-            self.occupants[name].remove(victim)
-        self.candidates[(victim.allocation, victim.funded)].remove(victim)
-        for path in self.tree.ancestors.get(victim.allocation, ()):
-            if path in self.used:
-                self.used[path] -= victim.gpus
-        if self.charge_s:
-            owed = victim.gpus * max(0.0, self.charge_s - (self.now - victim.started_at))
-            self.tree.charge(victim.allocation, victim.user, -owed)
-        if victim.resumable:
-            self._requeue(victim)
-        self.no_fit.clear()
-        self.no_fit_reserved.clear()
-        self.generation += 1
-
-    def _requeue(self, victim: RunningWorkload) -> None:
-        """A resumable victim is pending again at once, with its submit time, on the same GPU type:
-        it may restart elsewhere in this very pass (a move), so the next pass has nothing left to
-        cascade. If it does not restart it gets no reason here (it was not pending in the snapshot)."""
-        workload = as_pending(victim, single_type(victim, self.gpu_types))
-        self.requeued.add(workload.id)
-        if self.fairshare and workload.allocation not in self.tree.funded:
-            self.queues[1].requeue(workload)
-        else:
-            self.queues[0].requeue(workload)
-
-    # -- reserve -------------------------------------------------------------------------------
-    def _reserve(self, workload: PendingWorkload, shape: Shape) -> None:
-        start_at, names = self._release_profile().earliest(shape)
-        if not names:
-            return
-        self.reservation = Reservation(workload.id, names, start_at)
-        self.generation += 1
-        self.reserved_workload = workload
-        for name in names:
-            spec = self.index.spec[name]
-            self.reserved.add_node(spec, self.index.remove_node(name))
-
-    def _blocked_key(self, workload: PendingWorkload, shape: Shape, backfill: bool, protected) -> tuple:
-        if protected is not None:
-            return protected
-        if workload is self.reserved_workload:
-            return ("reserved_self", shape)
-        if self.reservation is not None and not backfill and shape not in self.no_fit_reserved:
-            return ("held_for", self.reservation.workload_id)
-        if self.fairshare and not self._funded(workload):
-            return ("unfunded", workload.allocation)
-        return ("capacity", shape, workload.allocation)
-
-    # -- explain -------------------------------------------------------------------------------
-    def _explain(self) -> tuple:
-        self.first_seen: dict[str, int] = {}
-        resolved: dict[int, reasons.Outcome] = {}  # by id(key): shared keys are the same object
-        set_id, set_code, set_params, set_message, set_position, set_estimate = reasons.SLOT_SETTERS
-        new, cls = object.__new__, PendingReason
-        explained = []
-        append = explained.append
-        position = 0
-        requeued, lookup, ident = self.requeued, resolved.get, id
-        for workload, key in self.blocked:  # the hot loop: reasons.make_reason, inlined
-            if requeued and workload.id in requeued:
-                continue
-            position += 1
-            outcome = lookup(ident(key))
-            if outcome is None:
-                outcome = resolved[ident(key)] = self._resolve(key, position)
-            reason = new(cls)
-            set_id(reason, workload.id)
-            set_code(reason, outcome[0])
-            set_params(reason, outcome[1])
-            set_message(reason, outcome[2])
-            set_position(reason, position)
-            set_estimate(reason, outcome[3])
-            append(reason)
-        for workload in self.held:
-            position += 1
-            append(reasons.make_reason(workload.id, reasons.held(workload), position))
-        return tuple(explained)
-
-    def _resolve(self, key: tuple, position: int) -> reasons.Outcome:
-        if key[0] == "capacity":
-            return self._capacity_outcome(key, position)
-        outcome = self.outcomes.get(key)
-        if outcome is None:
-            outcome = self.outcomes[key] = self._outcome(key)
-        return outcome
-
-    def _capacity_outcome(self, key: tuple, position: int) -> reasons.Outcome:
-        """It could have run on what was free when the pass began: work ranked ahead took it."""
-        _, shape, allocation = key
-        if self._fit_at_start(shape):
-            ahead = self.first_seen.setdefault(allocation, position - 1)
-            group = ("queued", allocation, ahead)
-            outcome = self.outcomes.get(group)
-            if outcome is None:
-                if self.fairshare:
-                    ratio = self.tree.base_ratio.get(allocation, INFINITE)
-                    outcome = reasons.fair_share_queued(ahead, allocation, ratio)
-                else:
-                    outcome = reasons.queued_in_order(ahead, self.config.ordering)
-                self.outcomes[group] = outcome
-            return outcome
-        outcome = self.outcomes.get(key[:2])
-        if outcome is None:
-            outcome = self.outcomes[key[:2]] = self._outcome(key[:2])
-        return outcome
-
-    def _fit_at_start(self, shape: Shape) -> bool:
-        """Would ``shape`` have fitted on the GPUs free when the pass began? (Then work ahead took them.)"""
-        memo = self.fit_at_start
-        if shape not in memo:
-            memo[shape] = self.start_index.place(shape) is not None
-        return memo[shape]
-
-    def _outcome(self, key: tuple) -> reasons.Outcome:
-        kind = key[0]
-        if kind == "none":
-            return reasons.no_matching_nodes(key[1], self._node_size(key[1]))
-        if kind == "limit":
-            return reasons.over_limit(key[1], self.tree.limit[key[1]])
-        if kind == "protected":
-            return reasons.protected_work(key[1])
-        if kind == "held_for":
-            return reasons.reserved_for(self.reserved_workload, self.reservation.start_at)
-        if kind == "unfunded":
-            return reasons.unfunded(key[1])
-        shape = key[1]
-        estimate = self._estimate(shape)
-        if kind == "reserved_self" and self.reservation is not None:
-            estimate = self.reservation.start_at or INFINITE
-        free = self.index.free_gpus(shape[2]) + self.reserved.free_gpus(shape[2])
-        if free >= shape[0]:
-            nodes = sum(
-                1
-                for index in (self.index, self.reserved)
-                for name, count in index.free.items()
-                if count and self._matches(index, name, shape)
-            )
-            return reasons.fragmented(shape, self._node_size(shape), free, nodes, estimate)
-        return reasons.waiting_for_gpus(shape, self._node_size(shape), estimate)
-
-    def _matches(self, index: FreeIndex, name: str, shape: Shape) -> bool:
-        return shape[2] is None or index.spec[name].gpu_type == shape[2]
-
-    def _estimate(self, shape: Shape) -> float:
-        return self._release_profile().earliest(shape)[0]
-
-    def _release_profile(self) -> ReleaseProfile:
-        """When GPUs free up, from what runs now; rebuilt only after a start or a preemption."""
-        stamp = (len(self.starts), len(self.preemptions))
-        if self.profile is None or self.profile[0] != stamp:
-            nodes = [node for node in self.snapshot.nodes if node.healthy]
-            free = {**self.index.free, **self.reserved.free}
-            self.profile = (stamp, ReleaseProfile(nodes, free, self.occupants, self.now))
-        return self.profile[1]
-
-    def _node_size(self, shape: Shape) -> int:
-        sizes = [size for kind, found in self.sizes.items() if shape[2] in (None, kind) for size in found]
-        return max(sizes, default=0)
 
 
 def _fits_inventory(shape: Shape, sizes: dict[str, list[int]]) -> bool:

@@ -1,0 +1,147 @@
+"""Phases 4 and 5 of a pass: the reservation for the best-ranked blocked workload (DESIGN 5 step 6)
+and the pending reasons (DESIGN 6), with positions and estimated starts. Mixed into the pass."""
+
+from __future__ import annotations
+
+from scheduling.policy import reasons
+from scheduling.policy.placement import FreeIndex, Shape
+from scheduling.policy.reservation import INFINITE, ReleaseProfile
+from scheduling.policy.types import PendingReason, PendingWorkload, Reservation
+
+
+class Explaining:
+    """The reserve-and-explain half of ``planner._Pass``; it reads and updates the pass's state."""
+
+    # -- reserve -------------------------------------------------------------------------------
+    def _reserve(self, workload: PendingWorkload, shape: Shape) -> None:
+        start_at, names = self._release_profile().earliest(shape)
+        if not names:
+            return
+        self.reservation = Reservation(workload.id, names, start_at)
+        self.generation += 1
+        self.reserved_workload = workload
+        for name in names:
+            spec = self.index.spec[name]
+            self.reserved.add_node(spec, self.index.remove_node(name))
+
+    def _blocked_key(self, workload: PendingWorkload, shape: Shape, backfill: bool, protected) -> tuple:
+        if protected is not None:
+            return protected
+        if workload is self.reserved_workload:
+            return ("reserved_self", shape)
+        if self.reservation is not None and not backfill and shape not in self.no_fit_reserved:
+            return ("held_for", self.reservation.workload_id)
+        if self.fairshare and not self._funded(workload):
+            return ("unfunded", workload.allocation)
+        return ("capacity", shape, workload.allocation)
+
+    # -- explain -------------------------------------------------------------------------------
+    def _explain(self) -> tuple:
+        self.first_seen: dict[str, int] = {}
+        resolved: dict[int, reasons.Outcome] = {}  # by id(key): shared keys are the same object
+        set_id, set_code, set_params, set_message, set_position, set_estimate = reasons.SLOT_SETTERS
+        new, cls = object.__new__, PendingReason
+        explained = []
+        append = explained.append
+        position = 0
+        requeued, lookup, ident = self.requeued, resolved.get, id
+        for workload, key in self.blocked:  # the hot loop: reasons.make_reason, inlined
+            if requeued and workload.id in requeued:
+                continue
+            position += 1
+            outcome = lookup(ident(key))
+            if outcome is None:
+                outcome = resolved[ident(key)] = self._resolve(key, position)
+            reason = new(cls)
+            set_id(reason, workload.id)
+            set_code(reason, outcome[0])
+            set_params(reason, outcome[1])
+            set_message(reason, outcome[2])
+            set_position(reason, position)
+            set_estimate(reason, outcome[3])
+            append(reason)
+        for workload in self.held:
+            position += 1
+            append(reasons.make_reason(workload.id, reasons.held(workload), position))
+        return tuple(explained)
+
+    def _resolve(self, key: tuple, position: int) -> reasons.Outcome:
+        if key[0] == "capacity":
+            return self._capacity_outcome(key, position)
+        outcome = self.outcomes.get(key)
+        if outcome is None:
+            outcome = self.outcomes[key] = self._outcome(key)
+        return outcome
+
+    def _capacity_outcome(self, key: tuple, position: int) -> reasons.Outcome:
+        """It could have run on what was free when the pass began: work ranked ahead took it."""
+        _, shape, allocation = key
+        if self._fit_at_start(shape):
+            ahead = self.first_seen.setdefault(allocation, position - 1)
+            group = ("queued", allocation, ahead)
+            outcome = self.outcomes.get(group)
+            if outcome is None:
+                if self.fairshare:
+                    ratio = self.tree.base_ratio.get(allocation, INFINITE)
+                    outcome = reasons.fair_share_queued(ahead, allocation, ratio)
+                else:
+                    outcome = reasons.queued_in_order(ahead, self.config.ordering)
+                self.outcomes[group] = outcome
+            return outcome
+        outcome = self.outcomes.get(key[:2])
+        if outcome is None:
+            outcome = self.outcomes[key[:2]] = self._outcome(key[:2])
+        return outcome
+
+    def _fit_at_start(self, shape: Shape) -> bool:
+        """Would ``shape`` have fitted on the GPUs free when the pass began? (Then work ahead took them.)"""
+        memo = self.fit_at_start
+        if shape not in memo:
+            memo[shape] = self.start_index.place(shape) is not None
+        return memo[shape]
+
+    def _outcome(self, key: tuple) -> reasons.Outcome:
+        kind = key[0]
+        if kind == "none":
+            return reasons.no_matching_nodes(key[1], self._node_size(key[1]))
+        if kind == "limit":
+            return reasons.over_limit(key[1], self.tree.limit[key[1]])
+        if kind == "protected":
+            return reasons.protected_work(key[1])
+        if kind == "held_for":
+            return reasons.reserved_for(self.reserved_workload, self.reservation.start_at)
+        if kind == "unfunded":
+            return reasons.unfunded(key[1])
+        shape = key[1]
+        estimate = self._estimate(shape)
+        if kind == "reserved_self" and self.reservation is not None:
+            estimate = self.reservation.start_at or INFINITE
+        free = self.index.free_gpus(shape[2]) + self.reserved.free_gpus(shape[2])
+        if free >= shape[0]:
+            nodes = sum(
+                1
+                for index in (self.index, self.reserved)
+                for name, count in index.free.items()
+                if count and self._matches(index, name, shape)
+            )
+            return reasons.fragmented(shape, self._node_size(shape), free, nodes, estimate)
+        return reasons.waiting_for_gpus(shape, self._node_size(shape), estimate)
+
+    def _matches(self, index: FreeIndex, name: str, shape: Shape) -> bool:
+        return shape[2] is None or index.spec[name].gpu_type == shape[2]
+
+    def _estimate(self, shape: Shape) -> float:
+        return self._release_profile().earliest(shape)[0]
+
+    def _release_profile(self) -> ReleaseProfile:
+        """When GPUs free up, from what runs now; rebuilt only after a start or a preemption."""
+        stamp = (len(self.starts), len(self.preemptions))
+        if self.profile is None or self.profile[0] != stamp:
+            nodes = [node for node in self.snapshot.nodes if node.healthy]
+            free = {**self.index.free, **self.reserved.free}
+            self.profile = (stamp, ReleaseProfile(nodes, free, self.occupants, self.now))
+        return self.profile[1]
+
+    def _node_size(self, shape: Shape) -> int:
+        sizes = [size for kind, found in self.sizes.items() if shape[2] in (None, kind) for size in found]
+        return max(sizes, default=0)

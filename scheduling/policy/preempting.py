@@ -1,0 +1,151 @@
+"""Phase 3 of a pass, preemption (DESIGN 5 step 5): who a funded workload that does not fit may
+preempt, in which order, and what happens to the victims. Mixed into the pass (planner.py)."""
+
+from __future__ import annotations
+
+from scheduling.policy.placement import Shape
+from scheduling.policy.preemption import VictimPool, choose_victims
+from scheduling.policy.replay import as_pending, single_type
+from scheduling.policy.types import PendingWorkload, Preemption, RunningWorkload
+
+
+class Preempting:
+    """The preemption half of ``planner._Pass``; it reads and updates the pass's state."""
+
+    # -- preempt -------------------------------------------------------------------------------
+    def _may_preempt(self, workload: PendingWorkload) -> bool:
+        if not self.config.preemption or self.config.ordering == "fifo":
+            return False
+        return self.config.ordering == "priority" or self._funded(workload)
+
+    def _may_preempt_or_fifo(self, workload: PendingWorkload) -> bool:
+        return not self.fairshare or self._funded(workload)
+
+    def _preempt(self, workload: PendingWorkload, shape: Shape) -> tuple[bool, tuple | None]:
+        memo_key = (shape, workload.allocation, workload.priority)
+        if memo_key in self.no_preempt:
+            return False, self.no_preempt[memo_key]
+        pool = self._victim_pool(workload, include_protected=False)
+        choice = None if pool.hopeless(shape, self.index) else choose_victims(shape, self.index, pool)
+        if choice is None:
+            self.no_preempt[memo_key] = blocked_by = self._blocked_by_protection(workload, shape, pool)
+            return False, blocked_by
+        placement, victims = choice
+        for victim in victims:
+            self._evict(victim, workload)
+        self._start(workload, placement, self.index)
+        return True, None
+
+    def _blocked_by_protection(
+        self, workload: PendingWorkload, shape: Shape, pool: VictimPool
+    ) -> tuple | None:
+        """("protected", until) when protected work is all that stands in the way, else None."""
+        wider = self._victim_pool(workload, include_protected=True)
+        if len(wider.ordered) == len(pool.ordered) or wider.hopeless(shape, self.index):
+            return None
+        found = choose_victims(shape, self.index, wider)
+        if found is None:
+            return None
+        return ("protected", max(victim.protected_until for victim in found[1]))
+
+    def _victim_pool(self, workload: PendingWorkload, include_protected: bool) -> VictimPool:
+        """Who ``workload`` may preempt now, in preemption order, cached until anything changes."""
+        own = (workload.allocation, True) in self.candidates and self.candidates[(workload.allocation, True)]
+        key = (workload.allocation, workload.user if own else None, workload.priority, include_protected)
+        cached = self.pools.get(key)
+        if cached is not None and cached[0] == self.generation:
+            return cached[1]
+        pool = VictimPool(self._ordered_victims(workload, include_protected), self.index, self.occupants)
+        self.pools[key] = (self.generation, pool)
+        return pool
+
+    def _ordered_victims(self, workload: PendingWorkload, include_protected: bool) -> list[RunningWorkload]:
+        """Who ``workload`` may preempt now, in preemption order (see preemption.py)."""
+        allowed = self._allowed_allocations(workload)
+        groups = []
+        for (allocation, funded), running in self.candidates.items():
+            verdict = allowed.get(allocation) if funded else True
+            if running and verdict is not None:
+                groups.append((self._tier(allocation, funded), allocation, funded, verdict, running))
+        groups.sort(key=lambda group: group[:3])
+        now, contract = self.now, self.config.contract
+        ordered = []
+        for _, _, funded, verdict, running in groups:
+            shielded = contract and funded and not include_protected
+            for victim in running:
+                if (verdict is True or verdict(victim)) and not (shielded and victim.protected_until > now):
+                    ordered.append(victim)
+        if not self.fairshare:
+            ordered.sort(key=lambda victim: (victim.priority, *self._work_lost(victim)))
+        return ordered
+
+    def _tier(self, allocation: str, funded: bool) -> tuple:
+        """Unfunded first, then the most over-served allocation (largest global usage/budget ratio)."""
+        return (funded, -self._global_ratio(allocation)) if self.fairshare else ()
+
+    def _allowed_allocations(self, workload: PendingWorkload) -> dict:
+        """allocation -> True (its funded work may be preempted) or a per-victim test; absent: no.
+        Unfunded victims are always allowed for a funded preemptor (its caller checks that)."""
+        if not self.fairshare:
+            test = lambda victim: victim.priority < workload.priority  # noqa: E731
+            return {allocation: test for allocation, _ in self.candidates}
+        tree, charge = self.tree, workload.gpus * self.charge_s
+        tree.charge(workload.allocation, workload.user, charge)
+        try:
+            allowed: dict = {
+                allocation: True
+                for allocation, funded in self.candidates
+                if funded
+                and allocation != workload.allocation
+                and tree.ranks_at_or_below(allocation, workload.allocation)
+            }
+            mine = tree.user_key(workload.allocation, workload.user)
+            peers = {
+                victim.user
+                for victim in self.candidates.get((workload.allocation, True), ())
+                if victim.user != workload.user and tree.user_key(workload.allocation, victim.user) >= mine
+            }
+        finally:
+            tree.charge(workload.allocation, workload.user, -charge)
+        if peers:
+            allowed[workload.allocation] = lambda victim: victim.user in peers
+        return allowed
+
+    def _global_ratio(self, allocation: str) -> float:
+        ratio = 1.0
+        for path in self.tree.ancestors.get(allocation, ()):
+            ratio *= self.tree.level_ratio(path)
+        return ratio
+
+    def _evict(self, victim: RunningWorkload, preemptor: PendingWorkload) -> None:
+        why = "unfunded work yields to funded work" if not victim.funded else "rebalancing toward fair share"
+        if not self.fairshare:
+            why = "a higher priority class needs the GPUs"
+        self.preemptions.append(Preemption(victim.id, victim.resumable, preemptor.id, why))
+        self.index.give(victim.placement)
+        self.reserved.give(victim.placement)
+        for name, _ in victim.placement:
+            self.occupants[name].remove(victim)
+        self.candidates[(victim.allocation, victim.funded)].remove(victim)
+        for path in self.tree.ancestors.get(victim.allocation, ()):
+            if path in self.used:
+                self.used[path] -= victim.gpus
+        if self.charge_s:
+            owed = victim.gpus * max(0.0, self.charge_s - (self.now - victim.started_at))
+            self.tree.charge(victim.allocation, victim.user, -owed)
+        if victim.resumable:
+            self._requeue(victim)
+        self.no_fit.clear()
+        self.no_fit_reserved.clear()
+        self.generation += 1
+
+    def _requeue(self, victim: RunningWorkload) -> None:
+        """A resumable victim is pending again at once, with its submit time, on the same GPU type:
+        it may restart elsewhere in this very pass (a move), so the next pass has nothing left to
+        cascade. If it does not restart it gets no reason here (it was not pending in the snapshot)."""
+        workload = as_pending(victim, single_type(victim, self.gpu_types))
+        self.requeued.add(workload.id)
+        if self.fairshare and workload.allocation not in self.tree.funded:
+            self.queues[1].requeue(workload)
+        else:
+            self.queues[0].requeue(workload)
