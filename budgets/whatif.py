@@ -70,8 +70,6 @@ def whatif_execute(run_id: int) -> None:
     except Exception as error:  # the page must say it failed
         logger.exception("what-if %s failed", run_id)
         WhatIfRun.objects.filter(pk=run_id).update(status=WhatIfStatus.FAILED, error=str(error)[:2000])
-    finally:
-        close_old_connections()
 
 
 def whatif_compare(*, run: WhatIfRun, now: datetime) -> dict:
