@@ -54,10 +54,12 @@ def line_chart(
     y_title: str,
     dashed: Sequence[str] = (),
     stacked: Sequence[str] = (),
+    colors: dict[str, str] | None = None,
     height: int = 320,
 ) -> SafeString:
     """Lines over time; names in ``dashed`` are drawn dashed (reference lines like entitlement),
-    names in ``stacked`` are filled and stacked (parts of a whole)."""
+    names in ``stacked`` are filled and stacked (parts of a whole); ``colors`` pins a line's colour
+    (e.g. a class's p50 and p90 alike)."""
     times = _iso(x)
     data = []
     for name, values in series.items():
@@ -65,6 +67,8 @@ def line_chart(
                  "line": {"width": 2, "dash": "dash" if name in dashed else "solid"}}  # fmt: skip
         if name in stacked:
             trace["stackgroup"] = "one"
+        if colors and name in colors:
+            trace["line"]["color"] = colors[name]
         data.append(trace)
     return figure_div(data, {"yaxis": {"title": {"text": y_title}}}, div_id=div_id, height=height)
 

@@ -240,11 +240,13 @@ def waits_board(*, cluster: Cluster, now: datetime, days: int) -> WaitsBoard:
 
     lines = {f"{name} p50": minutes(v) for name, v in report.p50_by_class.items()}
     lines |= {f"{name} p90": minutes(v) for name, v in report.p90_by_class.items()}
+    palette = dict(zip(report.p50_by_class, charts.PALETTE, strict=False))
+    colors = {line: palette[line.rsplit(" ", 1)[0]] for line in lines}
     board = WaitsBoard(cluster=cluster, days=days, report=report)
     board.charts = {
         "waits": charts.line_chart(
             div_id="chart-waits", x=report.x, series=lines, y_title="wait (minutes)",
-            dashed=[name for name in lines if name.endswith("p90")],
+            dashed=[name for name in lines if name.endswith("p90")], colors=colors,
         ),
         "preemptions": charts.line_chart(
             div_id="chart-preemptions", x=report.x,

@@ -138,7 +138,7 @@ def test_on_call_reads_the_pyramid_and_the_waits(
 
     page.goto(f"{live_server.url}/metrics/main/waits/?days=30")
     waits = _api(page, "/api/v1/waits/main/?days=30")
-    assert _tile(page, "preemptions") == str(waits["preemptions"])
+    assert _tile(page, "preemptions") == f"{waits['preemptions']:,}"
     assert page.locator("#wait-table tbody tr").count() == len(waits["classes"])
     assert _chart_has_data(page, "chart-waits")
     screenshot(f"pages-waits-{viewport}")

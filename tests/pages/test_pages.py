@@ -96,7 +96,7 @@ def test_queue_waits_show_p50_per_class_as_the_api_does(history, frozen_now):
     assert 'id="chart-waits"' in page
     for row in api["classes"]:
         assert f'data-p50="{row["p50_s"]}"' in page
-    assert f">{api['preemptions']}<" in page
+    assert f">{api['preemptions']:,}<" in page
 
 
 def test_waits_read_a_fixed_number_of_queries(history, frozen_now, django_assert_num_queries):
