@@ -5,30 +5,35 @@ a miss (another process ran the previous pass, a new worker, a changed row) cost
 never a wrong answer.
 
 - Pending workloads: the policy's ``PendingWorkload`` objects are immutable and, once submitted,
-  only the allocation path (a rename) and the hold can change; the pass reads (id, allocation,
-  held_at, submitted_at, GPUs) for every pending workload and rebuilds only the objects whose key
-  changed (the last two guard against ids reused after a database reset, as in tests).
+  only the allocation path (a rename) and the hold can change; the pass reads (id, allocation)
+  for every pending workload and the hold of held ones, and rebuilds only the objects whose key
+  changed. The cache is keyed by the cluster's id *and* creation time, so a database that was
+  reset (ids reused, as between tests) never matches an old entry.
 - Stored pending reasons: what the previous pass wrote, valid only when that pass ran in this
   process and committed (its id and nonce match the database's latest pass before this one).
 """
 
 from __future__ import annotations
 
+from scheduling.models import Cluster
 from scheduling.policy import PendingWorkload
 
-PendingKey = tuple[str, float | None, float, int]  # allocation path, held_at, submitted_at, GPUs
+PendingKey = tuple[str, tuple | None]  # allocation path, (held_by, held_at, held_note) when held
+ClusterKey = tuple[int, object]  # (cluster id, cluster created_at)
 StoredReason = tuple[str, str, int | None, float | None]  # code, message, position, estimated start
 
-_pending: dict[int, dict[int, tuple[PendingKey, PendingWorkload]]] = {}
+_pending: dict[ClusterKey, dict[int, tuple[PendingKey, PendingWorkload]]] = {}
 _reasons: dict[int, tuple[tuple[int, str], dict[int, StoredReason]]] = {}
 
 
-def pending_get(cluster_id: int) -> dict[int, tuple[PendingKey, PendingWorkload]]:
-    return _pending.setdefault(cluster_id, {})
+def pending_get(cluster: Cluster) -> dict[int, tuple[PendingKey, PendingWorkload]]:
+    return _pending.get((cluster.pk, cluster.created_at), {})
 
 
-def pending_replace(cluster_id: int, entries: dict[int, tuple[PendingKey, PendingWorkload]]) -> None:
-    _pending[cluster_id] = entries
+def pending_replace(cluster: Cluster, entries: dict[int, tuple[PendingKey, PendingWorkload]]) -> None:
+    for key in [key for key in _pending if key[0] == cluster.pk]:
+        del _pending[key]
+    _pending[(cluster.pk, cluster.created_at)] = entries
 
 
 def reasons_get(cluster_id: int, previous_pass: tuple[int, str] | None) -> dict[int, StoredReason] | None:

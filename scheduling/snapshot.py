@@ -128,20 +128,25 @@ def _pending_full(cluster: Cluster, ids: list[int] | None) -> dict[int, PendingW
 
 
 def _pending(cluster: Cluster, paths: dict[int, str]) -> tuple[PendingWorkload, ...]:
-    """Pending workloads in id order; only those new or changed since the last pass are read in full."""
-    keys = fetch_rows(
-        Workload.objects.filter(
-            cluster=cluster, state=WorkloadState.PENDING, cancel_requested_at__isnull=True
-        )
-        .order_by("id")
-        .annotate(held_ts=Epoch("held_at"), submitted_ts=Epoch("submitted_at"))
-        .values_list("id", "allocation_id", "held_ts", "submitted_ts", "gpus")
+    """Pending workloads in id order; only those new or changed since the last pass are read in full.
+
+    Once submitted, a pending workload's policy fields change only through its allocation's path
+    (a rename) or its hold, so (path, hold) is the cache key; holds are read for held rows only.
+    """
+    queue = Workload.objects.filter(
+        cluster=cluster, state=WorkloadState.PENDING, cancel_requested_at__isnull=True
     )
-    cached = pass_cache.pending_get(cluster.pk)
-    current = {
-        wid: (paths.get(allocation, UNALLOCATED), held, submitted, gpus)
-        for wid, allocation, held, submitted, gpus in keys
+    keys = fetch_rows(queue.order_by("id").values_list("id", "allocation_id", "held"))
+    holds = {
+        wid: (by, at, note)
+        for wid, by, at, note in fetch_rows(
+            queue.filter(held=True)
+            .annotate(held_ts=Epoch("held_at"))
+            .values_list("id", "held_by", "held_ts", "held_note")
+        )
     }
+    cached = pass_cache.pending_get(cluster)
+    current = {wid: (paths.get(allocation, UNALLOCATED), holds.get(wid)) for wid, allocation, _ in keys}
     missing = [wid for wid, key in current.items() if wid not in cached or cached[wid][0] != key]
     fresh = _pending_full(cluster, None if len(missing) > len(current) // 2 else missing) if missing else {}
     entries = {}
@@ -150,7 +155,7 @@ def _pending(cluster: Cluster, paths: dict[int, str]) -> tuple[PendingWorkload, 
             entries[wid] = (key, fresh[wid])
         elif wid in cached and cached[wid][0] == key:
             entries[wid] = cached[wid]
-    pass_cache.pending_replace(cluster.pk, entries)
+    pass_cache.pending_replace(cluster, entries)
     return tuple(workload for _, workload in entries.values())
 
 
