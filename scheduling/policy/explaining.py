@@ -134,13 +134,16 @@ class Explaining:
         return self._release_profile().earliest(shape)[0]
 
     def _release_profile(self) -> ReleaseProfile:
-        """When GPUs free up, from what runs now; rebuilt only after a start or a preemption."""
-        stamp = (len(self.starts), len(self.preemptions))
-        if self.profile is None or self.profile[0] != stamp:
+        """When GPUs free up, from what runs now: built once, then only the nodes that work started
+        on or left since (``touched``) are recomputed."""
+        free = {**self.index.free, **self.reserved.free}
+        if self.profile is None:
             nodes = [node for node in self.snapshot.nodes if node.healthy]
-            free = {**self.index.free, **self.reserved.free}
-            self.profile = (stamp, ReleaseProfile(nodes, free, self.occupants, self.now))
-        return self.profile[1]
+            self.profile = ReleaseProfile(nodes, free, self.occupants, self.now)
+        elif self.touched:
+            self.profile.refresh(self.touched, free, self.occupants)
+        self.touched.clear()
+        return self.profile
 
     def _node_size(self, shape: Shape) -> int:
         sizes = [size for kind, found in self.sizes.items() if shape[2] in (None, kind) for size in found]

@@ -84,8 +84,10 @@ class _Pass(Preempting, Explaining):
         self.fit_at_start: dict[Shape, bool] = {}
         self.generation = 0  # bumped whenever capacity, standing or the reservation changes
         self.pools: dict[tuple, tuple[int, VictimPool]] = {}
-        self.profile: tuple[tuple[int, int], ReleaseProfile] | None = None
+        self.profile: ReleaseProfile | None = None
+        self.touched: set[str] = set()  # nodes whose occupants changed since the profile was built
         self.requeued: set[int] = set()  # preempted in this pass, back in the queue
+        self.keys: dict[tuple, tuple] = {}  # outcome keys, interned
 
     # -- phases --------------------------------------------------------------------------------
     def run(self) -> Plan:
@@ -257,7 +259,7 @@ class _Pass(Preempting, Explaining):
                     (workload.gpus, workload.gpus_per_node, workload.gpu_type),
                     workload.allocation,
                 )
-            blocked.append((workload, key))
+            blocked.append((workload, self.keys.setdefault(key, key)))
 
     def _consider(self, workload: PendingWorkload) -> bool:
         """Start ``workload`` (possibly by preempting) or record why it waits; True if it started."""
@@ -282,7 +284,8 @@ class _Pass(Preempting, Explaining):
         return self._wait(workload, self._blocked_key(workload, shape, backfill, protected))
 
     def _wait(self, workload: PendingWorkload, key: tuple) -> bool:
-        self.blocked.append((workload, key))
+        """Record why it waits. Equal keys are made one object, so explain resolves each once."""
+        self.blocked.append((workload, self.keys.setdefault(key, key)))
         return False
 
     def _feasible(self, shape: Shape) -> bool:
@@ -362,6 +365,7 @@ class _Pass(Preempting, Explaining):
     def _occupy_new(self, workload: RunningWorkload) -> None:
         for name, _ in workload.placement:
             self.occupants.setdefault(name, []).append(workload)
+            self.touched.add(name)
         for path in self.tree.ancestors.get(workload.allocation, ()):
             if path in self.used:
                 self.used[path] += workload.gpus

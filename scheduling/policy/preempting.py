@@ -126,6 +126,7 @@ class Preempting:
         self.reserved.give(victim.placement)
         for name, _ in victim.placement:
             self.occupants[name].remove(victim)
+            self.touched.add(name)
         self.candidates[(victim.allocation, victim.funded)].remove(victim)
         for path in self.tree.ancestors.get(victim.allocation, ()):
             if path in self.used:

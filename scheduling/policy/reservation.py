@@ -44,7 +44,15 @@ class ReleaseProfile:
         self.now = now
         self.nodes = {node.name: node for node in nodes if node.name in free}
         self.time_for: dict[str, list[float]] = {}
-        for name, node in self.nodes.items():
+        self.refresh(self.nodes, free, occupants)
+
+    def refresh(self, names: Iterable[str], free: Mapping[str, int], occupants: Mapping) -> None:
+        """Recompute the given nodes (after work started on them or left them)."""
+        now = self.now
+        for name in names:
+            node = self.nodes.get(name)
+            if node is None:
+                continue
             events = sorted(
                 (release_at(workload, now), gpus)
                 for workload in occupants.get(name, ())
