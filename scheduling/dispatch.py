@@ -8,12 +8,22 @@ backend instead. A start whose workload is no longer startable (cancelled, held)
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
-from scheduling.backends.base import Action, Backend, CancelAction, PreemptAction, StartAction, SubmitRequest
+from scheduling.backends.base import (
+    Action,
+    Backend,
+    BackendUnavailable,
+    CancelAction,
+    PreemptAction,
+    StartAction,
+    SubmitRequest,
+)
 from scheduling.models import (
     Cluster,
     Decision,
@@ -27,6 +37,7 @@ from scheduling.models import (
 from scheduling.services.runs import run_close, run_open
 from scheduling.services.workloads import IllegalTransition, workload_transition
 
+logger = logging.getLogger(__name__)
 SUBMITS_PER_PASS = 500
 KIND_ORDER = {DecisionKind.PREEMPT: 0, DecisionKind.START: 1, DecisionKind.CANCEL: 2}
 
@@ -50,9 +61,22 @@ def submit_new(*, cluster: Cluster, backend: Backend) -> int:
         .order_by("id")[:SUBMITS_PER_PASS]
     )
     for workload in fresh:
-        workload.backend_ref = backend.submit(_submit_request(workload))
+        try:
+            workload.backend_ref = backend.submit(_submit_request(workload))
+        except BackendUnavailable:
+            raise
+        except Exception as refused:  # the backend refused this one job: fail it, keep the pass going
+            logger.warning("the backend refused workload %s: %s", workload.pk, refused)
+            _refused(workload, error=str(refused))
+            continue
         Workload.objects.filter(pk=workload.pk, backend_ref="").update(backend_ref=workload.backend_ref)
     return len(fresh)
+
+
+@transaction.atomic
+def _refused(workload: Workload, *, error: str) -> None:
+    workload.metadata = {**(workload.metadata or {}), "submit_error": error[:1000]}
+    workload_transition(workload=workload, to=WorkloadState.FAILED, now=timezone.now())
 
 
 def _submit_request(workload: Workload) -> SubmitRequest:

@@ -7,6 +7,7 @@ Every rule is idempotent: observing the same state twice changes nothing the sec
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -30,8 +31,9 @@ from scheduling.models import (
     WorkloadState,
 )
 from scheduling.services.runs import run_close, run_open
-from scheduling.services.workloads import workload_adopt, workload_transition
+from scheduling.services.workloads import IllegalTransition, workload_adopt, workload_transition
 
+logger = logging.getLogger(__name__)
 SAMPLE_EVERY = timedelta(seconds=30)
 
 END_REASONS = {
@@ -94,7 +96,11 @@ def reconcile(
         for run in Run.objects.filter(workload_id__in=list(workloads), ended_at__isnull=True)
     }
     for job, wid in to_sync:
-        _sync(workloads[wid], job, runs.get(wid), now=now, funded_ids=funded_ids, counts=counts)
+        try:
+            with transaction.atomic():  # one odd job must not stop the whole cluster's pass
+                _sync(workloads[wid], job, runs.get(wid), now=now, funded_ids=funded_ids, counts=counts)
+        except IllegalTransition as refused:
+            logger.warning("reconcile skipped job %s: %s", job.ref, refused)
     for wid in vanished:
         _close_vanished(workloads[wid], runs.get(wid), now=now, counts=counts)
     _sample_utilisation(cluster=cluster, matched=matched, now=now)

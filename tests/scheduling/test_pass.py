@@ -202,3 +202,35 @@ def test_decisions_are_written_before_they_are_dispatched(lab):
     pass_at(lab, 10)
     decision = Decision.objects.get(kind="start")
     assert decision.dispatched_at == at(10) and decision.attempt == 1 and not decision.superseded
+
+
+class RefusingBackend:
+    """The simulated backend, except that it refuses to create one particular job."""
+
+    def __init__(self, lab, refused_id: int) -> None:  # noqa: ANN001
+        from scheduling.backends.simulated import SimulatedBackend
+
+        self.inner = SimulatedBackend(lab.main, clock=at(10).timestamp)
+        self.refused_id = refused_id
+        self.name = "refusing"
+
+    def observe(self):  # noqa: ANN201
+        return self.inner.observe()
+
+    def apply(self, actions) -> None:  # noqa: ANN001
+        self.inner.apply(actions)
+
+    def submit(self, request) -> str:  # noqa: ANN001
+        if request.workload_id == self.refused_id:
+            raise RuntimeError("sbatch: error: Invalid account")
+        return self.inner.submit(request)
+
+
+def test_a_job_the_backend_refuses_fails_alone_and_the_pass_goes_on(lab):
+    refused = submit(lab, lab.bob, "lab/vision/perception", 2)
+    fine = submit(lab, lab.bob, "lab/vision/perception", 2)
+    outcome = run_pass(cluster_id=lab.main.pk, now=at(10), backend=RefusingBackend(lab, refused.pk))
+    assert outcome.status == PassStatus.COMPLETED
+    assert state_of(refused) == WorkloadState.FAILED
+    assert "Invalid account" in refused.metadata["submit_error"]
+    assert state_of(fine) == WorkloadState.RUNNING
