@@ -56,26 +56,30 @@ class VictimPool:
 
     def hopeless(self, shape: Shape, index: FreeIndex) -> bool:
         gpus, per_node, gpu_type = shape
-        if not self.ordered or (per_node is not None and per_node < gpus):
+        if not self.ordered or (
+            per_node is not None and per_node < gpus and per_node != index.largest(gpu_type)
+        ):
             return True
-        if index.largest(gpu_type) >= gpus:
+        if (per_node is None or per_node >= gpus) and index.largest(gpu_type) >= gpus:
             return all(best < gpus for kind, best in self.best_one_node.items() if gpu_type in (None, kind))
         return not any(
-            count * size >= gpus and gpus % size == 0
+            count * size >= gpus and gpus % size == 0 and per_node in (None, size)
             for (kind, size), count in self.whole_nodes.items()
             if gpu_type in (None, kind)
         )
 
 
 def choose_victims(shape: Shape, index: FreeIndex, pool: VictimPool) -> Choice | None:
+    """Victims for ``shape``: one node, or whole nodes for a gang (also one that names the node
+    size as its GPUs per node). Other explicit spreads are placed on free GPUs only."""
     gpus, per_node, gpu_type = shape
-    if per_node is not None and per_node < gpus or not pool.ordered:
-        return None  # explicit spreads are placed on free GPUs only
-    if index.largest(gpu_type) >= gpus:
-        return _on_one_node(gpus, gpu_type, index, pool.ordered)
-    if per_node is not None:
+    if not pool.ordered:
         return None
-    return _on_whole_nodes(gpus, gpu_type, index, pool)
+    if per_node is None or per_node >= gpus:
+        if index.largest(gpu_type) >= gpus:
+            return _on_one_node(gpus, gpu_type, index, pool.ordered)
+        return None if per_node is not None else _on_whole_nodes(gpus, gpu_type, index, pool)
+    return _on_whole_nodes(gpus, gpu_type, index, pool, only_size=per_node)
 
 
 def _on_one_node(gpus: int, gpu_type: str | None, index: FreeIndex, ordered: Sequence) -> Choice | None:
@@ -98,8 +102,12 @@ def _on_one_node(gpus: int, gpu_type: str | None, index: FreeIndex, ordered: Seq
     return None
 
 
-def _on_whole_nodes(gpus: int, gpu_type: str | None, index: FreeIndex, pool: VictimPool) -> Choice | None:
+def _on_whole_nodes(
+    gpus: int, gpu_type: str | None, index: FreeIndex, pool: VictimPool, only_size: int | None = None
+) -> Choice | None:
     sizes = sorted({size for kind, size in pool.whole_nodes if gpu_type in (None, kind)}, reverse=True)
+    if only_size is not None:
+        sizes = [size for size in sizes if size == only_size]
     for size in sizes:
         if size and gpus % size == 0:
             chosen = _cheapest_in_domains(_usable_nodes(size, gpu_type, index, pool), gpus // size)

@@ -47,7 +47,10 @@ def test_minimum_runtime_zero_backfills_nodes_reserved_for_a_larger_job():
 
 
 def test_each_option_is_what_plan_does_with_that_change():
-    run = [running(10, "org/b", {"n0": 8}, protected_until=NOW + HOUR), running(11, "org/b", {"n1": 4}, protected_until=NOW + HOUR)]
+    run = [
+        running(10, "org/b", {"n0": 8}, protected_until=NOW + HOUR),
+        running(11, "org/b", {"n1": 4}, protected_until=NOW + HOUR),
+    ]
     state = snapshot(TREE, nodes(2), run=run, queue=[pending(1, "org/a", 8)], usage=USAGE)
     options = start_options(state, 1, NOW, PolicyConfig())
     assert options

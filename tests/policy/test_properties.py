@@ -95,6 +95,7 @@ def snapshots(draw):
             allocation=draw(st.sampled_from(allocations)),
             user=draw(st.sampled_from(["alice", "bob", "carol"])),
             gpus=draw(st.sampled_from([1, 2, 3, 4, 8, 16])),
+            gpus_per_node=draw(st.sampled_from([None, None, None, 2, 4, 8])),
             submitted_at=NOW - draw(st.integers(1, 1000)),
             gpu_type=draw(st.sampled_from([None, None, "H100", "A100"])),
             min_runtime_s=draw(st.sampled_from([0.0, HOUR, 10 * HOUR])),
@@ -148,7 +149,9 @@ def test_a_gang_starts_whole_or_not_at_all(state):
     for start in result.starts:
         workload = pending[start.workload_id]
         assert sum(gpus for _, gpus in start.placement) == workload.gpus
-        if len(start.placement) > 1:
+        if workload.gpus_per_node is not None and workload.gpus_per_node < workload.gpus:
+            assert all(gpus == workload.gpus_per_node for _, gpus in start.placement)
+        elif len(start.placement) > 1:
             assert all(gpus == specs[name].gpus for name, gpus in start.placement)
 
 
