@@ -237,6 +237,8 @@ def test_backfilled_work_cannot_push_back_a_reserved_large_job(state):
     job = pending[reservation.workload_id]
     if len(reservation.nodes) == 1:
         assert free[0] >= job.gpus
+    elif job.gpus_per_node is not None and job.gpus_per_node < job.gpus:
+        assert all(count >= job.gpus_per_node for count in free)
     else:
         assert all(count == specs[name].gpus for count, name in zip(free, reservation.nodes, strict=True))
         assert sum(free) >= job.gpus
