@@ -218,13 +218,15 @@ def start_options(*, workload: Workload, now: datetime) -> list[StartOption]:
     When it would start in the next pass anyway, the one option returned is "As it is".
     """
     from scheduling import policy
-    from scheduling.snapshot import snapshot_read
 
     if workload.state != WorkloadState.PENDING:
         return []
-    inputs = snapshot_read(cluster=workload.cluster, now=now)
+    snapshot, config = options_snapshot(cluster=workload.cluster, now=now)
     moment = now.timestamp()
-    if _starts_as_it_is(inputs, workload.pk, moment):
+    options = policy.start_options(snapshot, workload.pk, moment, config)
+    if not options and any(
+        start.workload_id == workload.pk for start in policy.plan(snapshot, moment, config).starts
+    ):
         return [StartOption(AS_IT_IS, True, None, "would start in the next pass")]
     return [
         StartOption(
@@ -233,12 +235,31 @@ def start_options(*, workload: Workload, now: datetime) -> list[StartOption]:
             datetime.fromtimestamp(option.estimated_start, tz=UTC) if option.estimated_start else None,
             "would start in the next pass" if option.starts_now else f"would still wait ({option.code})",
         )
-        for option in policy.start_options(inputs.snapshot, workload.pk, moment, inputs.config)
+        for option in options
     ]
 
 
-def _starts_as_it_is(inputs, workload_id: int, moment: float) -> bool:  # noqa: ANN001 - snapshot.PassInputs
-    from scheduling import policy
+def options_snapshot(*, cluster: Cluster, now: datetime):  # noqa: ANN201 - (Snapshot, PolicyConfig)
+    """The pass's snapshot without the per-user usage inside allocations.
 
-    outcome = policy.plan(inputs.snapshot, moment, inputs.config)
-    return any(start.workload_id == workload_id for start in outcome.starts)
+    ``snapshot_read`` sums every run of the window per user (seconds on a busy cluster, it has no
+    rollup); for "what would start it sooner" that only reorders users inside one allocation, so
+    the options are decided with allocations ranked exactly as the pass ranks them and users in one
+    allocation treated alike.
+    """
+    from scheduling import snapshot as snapshots
+
+    paths, parents, budgets = snapshots.budget_tree(cluster)
+    config = snapshots.policy_config(cluster)
+    usage = usage_in_window(cluster_id=cluster.pk, now=now, window=timedelta(seconds=config.window_s))
+    tree = [snapshots.BudgetNodeSpec(path=p, parent=parents[p], budget=budgets[p]) for p in sorted(parents)]
+    tree.append(snapshots.BudgetNodeSpec(path=snapshots.UNALLOCATED, parent=None, budget=0.0))
+    snapshot = snapshots.Snapshot(
+        cluster=cluster.slug,
+        tree=tuple(tree),
+        nodes=snapshots._nodes(cluster),  # noqa: SLF001 - the pass's own readers, see the report
+        running=snapshots._running(cluster, paths),  # noqa: SLF001
+        pending=snapshots._pending(cluster, paths),  # noqa: SLF001
+        usage={paths.get(a, snapshots.UNALLOCATED): v for a, v in usage.items()},
+    )
+    return snapshot, config
