@@ -58,8 +58,12 @@ def queue_summary(*, cluster: Cluster) -> dict[str, int]:
     )
 
 
-def wait_so_far(workload: Workload, *, now: datetime) -> timedelta:
-    return max(now - workload.queued_at, timedelta(0))
+def with_waits(rows: QuerySet[Workload], *, now: datetime) -> list[Workload]:
+    """The rows, each with ``wait_s``: seconds since it was last queued (submit or requeue)."""
+    listed = list(rows)
+    for workload in listed:
+        workload.wait_s = max((now - workload.queued_at).total_seconds(), 0.0)
+    return listed
 
 
 # --- one workload ----------------------------------------------------------------------------------------

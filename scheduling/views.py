@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
@@ -33,7 +34,8 @@ def queue(request: HttpRequest, cluster_slug: str) -> HttpResponse:
     context = {
         "cluster": cluster,
         "filters": filters,
-        "rows": list(reports.queue_rows(cluster=cluster, filters=filters)),
+        "rows": reports.with_waits(reports.queue_rows(cluster=cluster, filters=filters), now=timezone.now()),
+        "workload_url": reverse("scheduling:workload", args=[0]).removesuffix("0/"),
         "summary": reports.queue_summary(cluster=cluster),
         "now": timezone.now(),
         "limit": reports.QUEUE_LIMIT,
