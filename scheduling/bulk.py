@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connection, models
 from django.db.models import FloatField, Func
 
@@ -51,7 +52,10 @@ def fetch_rows(queryset: models.QuerySet) -> list[tuple]:
     returns booleans as 0/1, so callers pass them through ``bool``.
     """
     compiler = queryset.query.get_compiler(using=queryset.db)
-    sql, params = compiler.as_sql()
+    try:
+        sql, params = compiler.as_sql()
+    except EmptyResultSet:  # e.g. ``pk__in=[]``: Django knows there is nothing to ask for
+        return []
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()

@@ -137,14 +137,18 @@ def _pending(cluster: Cluster, paths: dict[int, str]) -> tuple[PendingWorkload, 
         cluster=cluster, state=WorkloadState.PENDING, cancel_requested_at__isnull=True
     )
     keys = fetch_rows(queue.order_by("id").values_list("id", "allocation_id", "held"))
-    holds = {
-        wid: (by, at, note)
-        for wid, by, at, note in fetch_rows(
-            queue.filter(held=True)
-            .annotate(held_ts=Epoch("held_at"))
-            .values_list("id", "held_by", "held_ts", "held_note")
-        )
-    }
+    held_ids = [wid for wid, _, held in keys if held]
+    held_rows = Workload.objects.filter(pk__in=held_ids).annotate(held_ts=Epoch("held_at"))
+    holds = (
+        {
+            wid: (by, at, note)
+            for wid, by, at, note in fetch_rows(
+                held_rows.values_list("id", "held_by", "held_ts", "held_note")
+            )
+        }
+        if held_ids
+        else {}
+    )
     cached = pass_cache.pending_get(cluster)
     current = {wid: (paths.get(allocation, UNALLOCATED), holds.get(wid)) for wid, allocation, _ in keys}
     missing = [wid for wid, key in current.items() if wid not in cached or cached[wid][0] != key]
