@@ -59,6 +59,7 @@ class JobState:
         "ended_at",
         "requeue_waits",
         "preempted",
+        "lost_gpu_s",
     )
 
     def __init__(self, spec: SimJob, funded: bool) -> None:
@@ -75,6 +76,7 @@ class JobState:
         self.ended_at: float | None = None
         self.requeue_waits: list[float] = []
         self.preempted = 0  # times it was preempted inside the measured period
+        self.lost_gpu_s = 0.0  # GPU-seconds of its work those preemptions threw away
 
 
 def _tree_for(config: PolicyConfig, tree: tuple[BudgetNodeSpec, ...]) -> tuple[BudgetNodeSpec, ...]:
@@ -284,6 +286,7 @@ class Engine:
         state.preempted += measured
         lost = self._interrupt(state, requeue=preemption.requeue, cause="preempted")
         self.counters["lost_gpu_s"] += lost * measured
+        state.lost_gpu_s += lost * measured
 
     def _apply_start(self, start: Start) -> None:
         state = self.jobs.get(start.workload_id)

@@ -168,11 +168,16 @@ def _wait_table(groups: dict[str, list[float]]) -> dict[str, dict[str, object]]:
 
 
 def _kind_table(measured: list[JobState], waits: dict[int, float]) -> dict[str, dict[str, object]]:
-    """Per scenario kind (debug, batch, sweep, ...): waits, and how often that kind was preempted."""
+    """Per scenario kind (debug, batch, sweep, ...): waits, how often it was preempted, what that lost.
+
+    (Preemptions of jobs submitted before the measured period count in the totals, not here.)"""
     table = _wait_table(_group_waits(measured, waits, _kind))
     for state in measured:
         row = table[_kind(state.spec)]
         row["preempted"] = row.get("preempted", 0) + state.preempted
+        row["lost_gpu_hours"] = row.get("lost_gpu_hours", 0.0) + state.lost_gpu_s / 3600
+    for row in table.values():
+        row["lost_gpu_hours"] = round(row["lost_gpu_hours"], 2)
     return table
 
 

@@ -7,7 +7,7 @@ whose budgets add up to ~82% of the cluster, 150 researchers, and a work mix:
 |-------------|--------------|--------------------------|-----------------------------------------------------|
 | debug       | 1-2          | 5-45 min (median 10)     | min runtime = whole run, not resumable, max 1 h     |
 | interactive | 1-8          | 2-10 h                   | min runtime = session (capped by policy), idle 50-85% of the time |
-| sweep       | 1 (x 8-48)   | 0.5-8 h (median 2)       | min runtime 30 min, half resumable                  |
+| sweep       | 1 (x 8-48)   | 0.5-12 h (median 3)      | min runtime 30 min, half resumable                  |
 | batch       | 8-64 (nodes) | 1-72 h (median 10)       | resumable, checkpoints every 30-60 min, min runtime 1-4 h |
 | unfunded    | 1-8          | 1-48 h (median 6)        | charged to a 0-budget allocation; given up after 24 h unstarted |
 
@@ -66,7 +66,7 @@ class Ai2Parameters:
     seasonality: float = 0.5
     debug_per_researcher_day: float = 1.5
     interactive_per_researcher_week: float = 1.0
-    sweeps_per_team_week: float = 2.0
+    sweeps_per_team_week: float = 6.0
     unfunded_patience_h: float = 24.0
     node_mtbf_days: float = 60.0
     repair_median_h: float = 6.0
@@ -99,7 +99,9 @@ def ai2_scenario(parameters: Ai2Parameters | None = None) -> SimulationInput:
         jobs=jobs,
         days=p.days,
         warmup_s=p.warmup_days * DAY,
-        outages=_outages(rng, p, nodes, horizon),
+        outages=_outages(
+            random.Random(f"{p.seed}-outages"), p, nodes, horizon
+        ),  # same failures whatever the work
         parameters={"scenario": "ai2", **asdict(p)},
     )
 
@@ -277,9 +279,13 @@ def _sweeps(
     count = _poisson_count(rng, p.sweeps_per_team_week * horizon / WEEK)
     jobs = []
     for moment in _arrivals(rng, count, density, horizon):
-        user, resumable, priority = rng.choice(team.users), rng.random() < 0.5, _inflated(rng, p.high_priority_share)
+        user, resumable, priority = (
+            rng.choice(team.users),
+            rng.random() < 0.5,
+            _inflated(rng, p.high_priority_share),
+        )
         for member in range(rng.randint(8, 48)):
-            duration = _clipped_lognormal(rng, 2 * HOUR, 0.5, 0.5 * HOUR, 8 * HOUR)
+            duration = _clipped_lognormal(rng, 3 * HOUR, 0.6, 0.5 * HOUR, 12 * HOUR)
             jobs.append(
                 SimJob(
                     id=0,
