@@ -129,6 +129,7 @@ def _queue(engine: Engine, measured: list[JobState], waits: dict[int, float]) ->
     statuses = [state.status for state in measured]
     return {
         **_wait_stats(list(waits.values())),
+        **{f"funded_{key}": value for key, value in _wait_stats(_funded_waits(measured, waits)).items()},
         "requeue_wait_p50_s": _seconds(percentile(requeue_waits, 0.5)),
         "requeue_wait_p90_s": _seconds(percentile(requeue_waits, 0.9)),
         "by_class": _wait_table(_group_waits(measured, waits, lambda spec: spec.workload_class)),
@@ -143,6 +144,10 @@ def _queue(engine: Engine, measured: list[JobState], waits: dict[int, float]) ->
         "node_failure_ends": counters["node_failure_ends"],
         "node_failure_lost_gpu_hours": round(counters["node_failure_lost_gpu_s"] / 3600, 2),
     }
+
+
+def _funded_waits(measured: list[JobState], waits: dict[int, float]) -> list[float]:
+    return [waits[state.spec.id] for state in measured if state.funded]
 
 
 def _plan_times(engine: Engine, wall_s: float) -> dict[str, object]:
