@@ -2,6 +2,7 @@
 
 - :class:`Epoch`: a datetime column read as float seconds since the epoch, so the database does the
   conversion instead of building 100,000 Python datetimes per pass.
+- :func:`insert_rows`: COPY on PostgreSQL for thousands of new rows at once.
 - :func:`update_rows`: one ``UPDATE ... FROM unnest(arrays)`` on PostgreSQL (Django's bulk_update
   writes a CASE per row and field, which is ten times slower at this size); bulk_update elsewhere.
 """
@@ -59,6 +60,23 @@ def fetch_rows(queryset: models.QuerySet) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
+
+
+def insert_rows(model: type[models.Model], rows: Sequence[models.Model], fields: list[str]) -> None:
+    """Insert new rows (``fields`` only, no ids returned): COPY on PostgreSQL, bulk_create elsewhere."""
+    if not rows:
+        return
+    if connection.vendor != "postgresql":
+        model.objects.bulk_create(rows, batch_size=2000)
+        return
+    columns = [model._meta.get_field(name) for name in fields]
+    names = ", ".join(column.column for column in columns)
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY {model._meta.db_table} ({names}) FROM STDIN") as copy,
+    ):
+        for row in rows:
+            copy.write_row([_prepared(column, getattr(row, column.attname)) for column in columns])
 
 
 def update_rows(

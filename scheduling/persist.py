@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from scheduling import pass_cache
 from scheduling.accounting import accounting_charge_owed
-from scheduling.bulk import Epoch, fetch_rows, update_rows
+from scheduling.bulk import Epoch, fetch_rows, insert_rows, update_rows
 from scheduling.models import (
     Cluster,
     Decision,
@@ -144,7 +144,7 @@ def pending_reasons_write(
     changed = [r for r in reasons if r.workload_id in stored and _differs(stored[r.workload_id], r)]
     gone = list(stored.keys() - {r.workload_id for r in reasons})
     cleaned: dict[int, dict] = {}  # the reasons of one group share one params mapping: clean it once
-    PendingReason.objects.bulk_create([_row(r, cleaned, now) for r in fresh], batch_size=2000)
+    insert_rows(PendingReason, [_row(r, cleaned, now) for r in fresh], ["workload", *REASON_FIELDS])
     update_rows(PendingReason, [_row(r, cleaned, now) for r in changed], REASON_FIELDS)
     for start in range(0, len(gone), 5000):
         PendingReason.objects.filter(workload_id__in=gone[start : start + 5000]).delete()

@@ -15,7 +15,7 @@ from django.db import transaction
 
 from scheduling.accounting import accounting_charge_usage, lease_for
 from scheduling.backends.base import ClusterState, JobState, ObservedJob, ObservedNode
-from scheduling.bulk import fetch_rows, update_rows
+from scheduling.bulk import fetch_rows, insert_rows, update_rows
 from scheduling.models import (
     TERMINAL_STATES,
     Cluster,
@@ -361,5 +361,5 @@ def _sample_utilisation(*, cluster: Cluster, matched: list[tuple[ObservedJob, Kn
         if job.state == JobState.RUNNING and job.gpu_utilisation is not None
     ]  # fmt: skip
     if samples:
-        UtilisationSample.objects.bulk_create(samples, batch_size=1000)
+        insert_rows(UtilisationSample, samples, ["workload", "cluster", "at", "gpus", "gpu_utilisation"])
         PassLease.objects.filter(pk=cluster.pk).update(last_sample_at=now)
