@@ -4,7 +4,7 @@ Researchers create suspended Jobs labelled with their allocation; passes adopt, 
 them; we check the Jobs themselves (nodeSelector, suspend) against the portal's runs. Time is a
 fake clock shared by the passes and the fake API server, so nothing sleeps.
 
-    lab (32 GPUs)   +- vision (16)   +- language (16)        4 nodes x 8 GPUs
+    lab (32 GPUs)   +- vision (20)   +- language (12)        4 nodes x 8 GPUs
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def lab() -> Iterator[SimpleNamespace]:
     root = BudgetNode.objects.create(name="Lab", slug="lab", path="lab")
     vision = BudgetNode.objects.create(name="Vision", slug="vision", parent=root, path="lab/vision")
     language = BudgetNode.objects.create(name="Language", slug="language", parent=root, path="lab/language")
-    for node, gpus in [(root, 32), (vision, 16), (language, 16)]:
+    for node, gpus in [(root, 32), (vision, 20), (language, 12)]:
         Allocation.objects.create(node=node, cluster=cluster, gpus=Decimal(gpus))
     yield SimpleNamespace(fake=fake, clock=clock, cluster=cluster)
     fake.stop()

@@ -4,8 +4,8 @@ Researchers submit with plain `sbatch --account=<allocation>`; passes adopt, ran
 jobs; we check what Slurm itself says (squeue, sacct) against the portal's runs.
 
     labXXXX (32 GPUs)        XXXX: random per test, because Slurm's accounts outlive a test
-    +- vision (16)
-    +- language (16)
+    +- vision (20)
+    +- language (12)
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def lab(slurm):  # noqa: ANN001, ANN201
     language = BudgetNode.objects.create(
         name="Language", slug="language", parent=root, path=f"{root_slug}/language"
     )
-    for node, gpus in [(root, 32), (vision, 16), (language, 16)]:
+    for node, gpus in [(root, 32), (vision, 20), (language, 12)]:
         Allocation.objects.create(node=node, cluster=cluster, gpus=Decimal(gpus))
     mirror_accounts(cluster=cluster)
     return SimpleNamespace(slurm=slurm, cluster=cluster, vision=vision, language=language)
@@ -132,7 +132,8 @@ def fragment_the_cluster(lab) -> SimpleNamespace:  # noqa: ANN001
     8 GPUs are free, 4 on each of two nodes; then vision asks for 8 on one node."""
     slurm_command("scontrol", "update", "NodeName=n4", "State=DRAIN", "Reason=bad gpu")
     small = [sbatch(lab, lab.language, 4, "--comment=min_runtime=1h") for _ in range(6)]
-    scheduling_pass(lab)
+    first = scheduling_pass(lab)
+    assert first.started_count == 6, list(PendingReason.objects.values_list("code", "message"))
     all_running(lab, small)
     by_node: dict[str, list[str]] = {}
     for job_id in small:
