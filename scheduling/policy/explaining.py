@@ -24,11 +24,19 @@ class Explaining:
             spec = self.index.spec[name]
             self.reserved.add_node(spec, self.index.remove_node(name))
 
+    def _release_reservation(self) -> None:
+        """Give the reserved nodes back to the main index (before a settling walk reserves anew)."""
+        for name in sorted(self.reserved.spec):
+            spec = self.reserved.spec[name]
+            self.index.add_node(spec, self.reserved.remove_node(name))
+        self.reservation = None
+        self.reserved_workload = None
+
     def _blocked_key(self, workload: PendingWorkload, shape: Shape, backfill: bool, protected) -> tuple:
         if protected is not None:
             return protected
         if workload is self.reserved_workload:
-            return ("reserved_self", shape)
+            return ("reserved_self", shape, workload.allocation)
         if self.reservation is not None and not backfill and shape not in self.no_fit_reserved:
             return ("held_for", self.reservation.workload_id)
         if self.fairshare and not self._funded(workload):
@@ -66,7 +74,7 @@ class Explaining:
         return tuple(explained)
 
     def _resolve(self, key: tuple, position: int) -> reasons.Outcome:
-        if key[0] == "capacity":
+        if key[0] in ("capacity", "reserved_self"):
             return self._capacity_outcome(key, position)
         outcome = self.outcomes.get(key)
         if outcome is None:
@@ -116,6 +124,8 @@ class Explaining:
         estimate = self._estimate(shape)
         if kind == "reserved_self" and self.reservation is not None:
             estimate = self.reservation.start_at or INFINITE
+        if estimate <= self.now:  # free "now" only by preempting what it may not preempt: unknown
+            estimate = INFINITE
         free = self.index.free_gpus(shape[2]) + self.reserved.free_gpus(shape[2])
         if free >= shape[0]:
             nodes = sum(
@@ -139,7 +149,8 @@ class Explaining:
         free = {**self.index.free, **self.reserved.free}
         if self.profile is None:
             nodes = [node for node in self.snapshot.nodes if node.healthy]
-            self.profile = ReleaseProfile(nodes, free, self.occupants, self.now)
+            preemptive = self.fairshare and self.config.preemption
+            self.profile = ReleaseProfile(nodes, free, self.occupants, self.now, preemptive)
         elif self.touched:
             self.profile.refresh(self.touched, free, self.occupants)
         self.touched.clear()

@@ -41,6 +41,7 @@ from scheduling.policy.types import (
 )
 
 _SUBMIT_ORDER = attrgetter("submitted_at", "id")
+_WALKS = 4  # a first walk and up to three settling walks
 
 
 def plan(snapshot: Snapshot, now: float, config: PolicyConfig) -> Plan:
@@ -120,16 +121,20 @@ class _Pass(Preempting, Explaining):
         self.tree = FairTree(snapshot.tree, snapshot.usage, snapshot.user_usage, allocations)
         if self.fairshare:
             self.tree.charge_running(snapshot.running, self.now, self.charge_s)
+        self.queues = self._make_queues(groups)
+
+    def _make_queues(self, groups: dict[tuple[str, str], list[PendingWorkload]]) -> list:
+        """Funded work first, then unfunded (fair share); or one static order."""
+        if self.fairshare:
             funded = self.tree.funded
-            self.queues = [
+            return [
                 FairShareQueue(self.tree, {key: queue for key, queue in groups.items() if key[0] in funded}),
                 FairShareQueue(
                     self.tree, {key: queue for key, queue in groups.items() if key[0] not in funded}
                 ),
             ]
-        else:
-            key = priority_key if self.config.ordering == "priority" else submit_key
-            self.queues = [StaticQueue((w for queue in groups.values() for w in queue), key)]
+        key = priority_key if self.config.ordering == "priority" else submit_key
+        return [StaticQueue((w for queue in groups.values() for w in queue), key)]
 
     def _index(self) -> None:
         healthy = [node for node in self.snapshot.nodes if node.healthy]
@@ -166,6 +171,39 @@ class _Pass(Preempting, Explaining):
 
     # -- admit ---------------------------------------------------------------------------------
     def _admit(self) -> None:
+        """Walk the order; then, while a walk changed anything, walk what is still pending again,
+        in the standing the last walk ended with and with a fresh reservation (at most ``_WALKS``).
+
+        The pass thus ends in a fixpoint: walking its result once more changes nothing. That is
+        exactly what the next pass does with unchanged inputs, so it has nothing to undo (no
+        flip-flop), even where the projected charge reordered work within this pass.
+        """
+        before = (0, 0)
+        self._walk(self.queues)
+        for _ in range(_WALKS - 1):
+            after = (len(self.starts), len(self.preemptions))
+            if after == before:
+                break
+            before = after
+            self._walk(self._queues_again())
+
+    def _queues_again(self) -> list:
+        started = {start.workload_id for start in self.starts}
+        groups: dict[tuple[str, str], list[PendingWorkload]] = {}
+        for workload, _ in self.blocked:
+            if workload.id not in started:
+                groups.setdefault((workload.allocation, workload.user), []).append(workload)
+        for queue in groups.values():
+            queue.sort(key=_SUBMIT_ORDER)
+        self.blocked = []
+        self._release_reservation()
+        self.no_fit.clear()
+        self.no_fit_reserved.clear()
+        self.no_preempt.clear()
+        self.generation += 1
+        return self._make_queues(groups)
+
+    def _walk(self, queues: list) -> None:
         """Walk the order, draining the head (allocation, user) queue until something starts.
 
         A workload like one that already failed (same shape, allocation and contract terms) fails
@@ -178,7 +216,7 @@ class _Pass(Preempting, Explaining):
         append = blocked.append
         known = failed.get
         now = self.now
-        for queue in self.queues:
+        for queue in queues:
             misses, checked = 0, -1
             while (head := queue.head()) is not None:
                 items, taken, started = head[2], 0, False
@@ -276,7 +314,7 @@ class _Pass(Preempting, Explaining):
             return True
         protected = None
         if self._may_preempt(workload):
-            done, protected = self._timed("preempt", lambda: self._preempt(workload, shape))
+            done, protected = self._timed("preempt", lambda: self._preempt(workload, shape, backfill))
             if done:
                 return True
         if self.reservation is None and self.config.reservation and self._may_preempt_or_fifo(workload):

@@ -3,7 +3,7 @@ preempt, in which order, and what happens to the victims. Mixed into the pass (p
 
 from __future__ import annotations
 
-from scheduling.policy.placement import Shape
+from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preemption import VictimPool, choose_victims
 from scheduling.policy.replay import as_pending, single_type
 from scheduling.policy.types import PendingWorkload, Preemption, RunningWorkload
@@ -21,26 +21,32 @@ class Preempting:
     def _may_preempt_or_fifo(self, workload: PendingWorkload) -> bool:
         return not self.fairshare or self._funded(workload)
 
-    def _preempt(self, workload: PendingWorkload, shape: Shape) -> tuple[bool, tuple | None]:
-        memo_key = (shape, workload.allocation, workload.priority)
+    def _preempt(self, workload: PendingWorkload, shape: Shape, backfill: bool) -> tuple[bool, tuple | None]:
+        """Preempt on unreserved nodes, or also on reserved ones for work that may backfill them."""
+        memo_key = (shape, workload.allocation, workload.priority, backfill)
         if memo_key in self.no_preempt:
             return False, self.no_preempt[memo_key]
-        pool = self._victim_pool(workload, include_protected=False)
-        choice = None if pool.hopeless(shape, self.index) else choose_victims(shape, self.index, pool)
-        if choice is None:
-            self.no_preempt[memo_key] = blocked_by = self._blocked_by_protection(workload, shape, pool)
-            return False, blocked_by
-        placement, victims = choice
-        for victim in victims:
-            self._evict(victim, workload)
-        self._start(workload, placement, self.index)
-        return True, None
+        indexes = (self.index, self.reserved) if backfill and self.reserved.spec else (self.index,)
+        for index in indexes:
+            pool = self._victim_pool(workload, index, include_protected=False)
+            choice = None if pool.hopeless(shape, index) else choose_victims(shape, index, pool)
+            if choice is not None:
+                placement, victims = choice
+                for victim in victims:
+                    self._evict(victim, workload)
+                self._start(workload, placement, index)
+                return True, None
+        blocked_by = self._blocked_by_protection(
+            workload, shape, self._victim_pool(workload, self.index, False)
+        )
+        self.no_preempt[memo_key] = blocked_by
+        return False, blocked_by
 
     def _blocked_by_protection(
         self, workload: PendingWorkload, shape: Shape, pool: VictimPool
     ) -> tuple | None:
         """("protected", until) when protected work is all that stands in the way, else None."""
-        wider = self._victim_pool(workload, include_protected=True)
+        wider = self._victim_pool(workload, self.index, include_protected=True)
         if len(wider.ordered) == len(pool.ordered) or wider.hopeless(shape, self.index):
             return None
         found = choose_victims(shape, self.index, wider)
@@ -48,14 +54,23 @@ class Preempting:
             return None
         return ("protected", max(victim.protected_until for victim in found[1]))
 
-    def _victim_pool(self, workload: PendingWorkload, include_protected: bool) -> VictimPool:
-        """Who ``workload`` may preempt now, in preemption order, cached until anything changes."""
+    def _victim_pool(
+        self, workload: PendingWorkload, index: FreeIndex, include_protected: bool
+    ) -> VictimPool:
+        """Who ``workload`` may preempt now on ``index``'s nodes, in preemption order, cached until
+        anything changes."""
         own = (workload.allocation, True) in self.candidates and self.candidates[(workload.allocation, True)]
-        key = (workload.allocation, workload.user if own else None, workload.priority, include_protected)
+        key = (
+            workload.allocation,
+            workload.user if own else None,
+            workload.priority,
+            include_protected,
+            id(index),
+        )
         cached = self.pools.get(key)
         if cached is not None and cached[0] == self.generation:
             return cached[1]
-        pool = VictimPool(self._ordered_victims(workload, include_protected), self.index, self.occupants)
+        pool = VictimPool(self._ordered_victims(workload, include_protected), index, self.occupants)
         self.pools[key] = (self.generation, pool)
         return pool
 

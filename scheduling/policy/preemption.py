@@ -56,10 +56,10 @@ class VictimPool:
 
     def hopeless(self, shape: Shape, index: FreeIndex) -> bool:
         gpus, per_node, gpu_type = shape
-        if not self.ordered or (
-            per_node is not None and per_node < gpus and per_node != index.largest(gpu_type)
-        ):
+        if not self.ordered:
             return True
+        if per_node is not None and per_node < gpus and per_node != index.largest(gpu_type):
+            return False  # a spread: no cheap bound, let the search decide
         if (per_node is None or per_node >= gpus) and index.largest(gpu_type) >= gpus:
             return all(best < gpus for kind, best in self.best_one_node.items() if gpu_type in (None, kind))
         return not any(
@@ -70,8 +70,8 @@ class VictimPool:
 
 
 def choose_victims(shape: Shape, index: FreeIndex, pool: VictimPool) -> Choice | None:
-    """Victims for ``shape``: one node, or whole nodes for a gang (also one that names the node
-    size as its GPUs per node). Other explicit spreads are placed on free GPUs only."""
+    """Victims for ``shape``: one node; whole nodes for a gang (also one that names the node size
+    as its GPUs per node); or, for an explicit spread, ``g / p`` nodes with ``p`` GPUs each."""
     gpus, per_node, gpu_type = shape
     if not pool.ordered:
         return None
@@ -79,7 +79,51 @@ def choose_victims(shape: Shape, index: FreeIndex, pool: VictimPool) -> Choice |
         if index.largest(gpu_type) >= gpus:
             return _on_one_node(gpus, gpu_type, index, pool.ordered)
         return None if per_node is not None else _on_whole_nodes(gpus, gpu_type, index, pool)
-    return _on_whole_nodes(gpus, gpu_type, index, pool, only_size=per_node)
+    if gpus % per_node:
+        return None
+    whole = _on_whole_nodes(gpus, gpu_type, index, pool, only_size=per_node)
+    return whole if whole is not None else _spread(gpus // per_node, per_node, gpu_type, index, pool.ordered)
+
+
+def _spread(
+    count: int, per_node: int, gpu_type: str | None, index: FreeIndex, ordered: Sequence
+) -> Choice | None:
+    """``count`` nodes with ``per_node`` GPUs free each, victims taken in order; the first domain
+    that has enough ready nodes wins (else the earliest ready nodes anywhere)."""
+    ready: dict[str, tuple[int, list[RunningWorkload]]] = {}  # node -> (victim rank when ready, victims)
+    per_domain: dict[str, int] = {}
+    for kind in index.types_for(gpu_type):
+        for free_count in range(per_node, len(index.buckets[kind])):
+            for name in index.buckets[kind][free_count]:
+                ready[name] = (-1, [])
+                per_domain[index.spec[name].domain] = per_domain.get(index.spec[name].domain, 0) + 1
+    taken: dict[str, list[RunningWorkload]] = {}
+    freed: dict[str, int] = {}
+    for rank, victim in enumerate(ordered):
+        for name, on_node in victim.placement:
+            spec = index.spec.get(name)
+            if spec is None or name in ready or spec.gpus < per_node or gpu_type not in (None, spec.gpu_type):
+                continue
+            taken.setdefault(name, []).append(victim)
+            freed[name] = freed.get(name, 0) + on_node
+            if index.free[name] + freed[name] >= per_node:
+                ready[name] = (rank, taken[name])
+                per_domain[spec.domain] = per_domain.get(spec.domain, 0) + 1
+                if per_domain[spec.domain] >= count:
+                    in_domain = [other for other in ready if index.spec[other].domain == spec.domain]
+                    return _spread_choice(ready, in_domain, count, per_node)
+    if len(ready) < count:
+        return None
+    return _spread_choice(ready, list(ready), count, per_node)
+
+
+def _spread_choice(ready: dict, names: list[str], count: int, per_node: int) -> Choice:
+    chosen = sorted(names, key=lambda name: (ready[name][0], len(ready[name][1]), name))[:count]
+    victims: dict[int, RunningWorkload] = {}
+    for name in chosen:
+        for victim in ready[name][1]:
+            victims.setdefault(victim.id, victim)
+    return tuple(sorted((name, per_node) for name in chosen)), list(victims.values())
 
 
 def _on_one_node(gpus: int, gpu_type: str | None, index: FreeIndex, ordered: Sequence) -> Choice | None:

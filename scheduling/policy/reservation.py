@@ -1,12 +1,15 @@
 """When GPUs free up: reservations (DESIGN 5 step 6) and estimated starts (DESIGN 6).
 
-A running workload's GPUs are expected back at ``release_at``::
+A running workload's GPUs are expected back at ``release_at``. When the waiter may preempt
+(fair share with preemption on), that is the *drain* rule::
 
-    release_at = min(expected_end or inf, protected_until if protected_until > now else inf)
+    release_at = now                                          for unfunded work
+    release_at = min(expected_end or inf, max(protected_until, now))   for funded work
 
-i.e. when it ends by its declared maximum runtime, or when its protection ends and a waiting
-funded workload may preempt it. Work that is already unprotected and still in the way is work the
-waiter may not preempt (no-flip-flop), so it frees at its declared end or never (inf).
+i.e. the reserved job may take the nodes as soon as what runs there is no longer protected: that is
+what lets unprotected work backfill reserved nodes, and the next pass, seeing that backfill, makes
+the same reservation again. Without preemption (FIFO, priority) only declared ends count:
+``release_at = expected_end or inf``.
 
 For every healthy node the profile keeps, for each count g, the earliest time the node has g free
 GPUs. A one-node shape starts at the earliest such time over the nodes (ties by node name); a gang
@@ -25,10 +28,13 @@ from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
 INFINITE = math.inf
 
 
-def release_at(workload: RunningWorkload, now: float) -> float:
+def release_at(workload: RunningWorkload, now: float, preemptive: bool = True) -> float:
     end = workload.expected_end if workload.expected_end is not None else INFINITE
-    protection = workload.protected_until if workload.protected_until > now else INFINITE
-    return min(end, protection)
+    if not preemptive:
+        return end
+    if not workload.funded:
+        return now
+    return min(end, max(workload.protected_until, now))
 
 
 class ReleaseProfile:
@@ -40,21 +46,23 @@ class ReleaseProfile:
         free: Mapping[str, int],
         occupants: Mapping[str, Sequence[RunningWorkload]],
         now: float,
+        preemptive: bool = True,
     ) -> None:
         self.now = now
+        self.preemptive = preemptive
         self.nodes = {node.name: node for node in nodes if node.name in free}
         self.time_for: dict[str, list[float]] = {}
         self.refresh(self.nodes, free, occupants)
 
     def refresh(self, names: Iterable[str], free: Mapping[str, int], occupants: Mapping) -> None:
         """Recompute the given nodes (after work started on them or left them)."""
-        now = self.now
+        now, preemptive = self.now, self.preemptive
         for name in names:
             node = self.nodes.get(name)
             if node is None:
                 continue
             events = sorted(
-                (release_at(workload, now), gpus)
+                (release_at(workload, now, preemptive), gpus)
                 for workload in occupants.get(name, ())
                 for placed, gpus in workload.placement
                 if placed == name
