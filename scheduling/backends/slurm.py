@@ -74,6 +74,7 @@ JOB_STATES = {
     "NODE_FAIL": JobState.NODE_FAILURE,
 }
 ATTEMPT_KEY = "portal_attempt"
+RESTARTS_KEY = "portal_restarts"  # Slurm's restart count when the portal released the job
 ENDED = frozenset({JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED, JobState.NODE_FAILURE})
 # Words in a failed command's stderr that mean "the controller is not answering", not "bad request".
 UNREACHABLE_MARKERS = (
@@ -261,7 +262,7 @@ class SlurmBackend:
         """Pin the job to the placement's nodes, make it eligible now, mark the attempt, release it."""
         nodes = sorted(node for node, _gpus in placement)
         update = ["scontrol", "update", f"JobId={job.job_id}", f"NodeList={','.join(nodes)}", "StartTime=now"]
-        update.append(f"AdminComment={ATTEMPT_KEY}={attempt}")
+        update.append(f"AdminComment={ATTEMPT_KEY}={attempt},{RESTARTS_KEY}={job.restarts}")
         if len(nodes) != job.node_count:
             update.append(f"NumNodes={len(nodes)}")
         if self.resumable(job, parse_comment(job.comment)) and not job.requeue:
@@ -310,6 +311,14 @@ def attempt(job: SlurmJob) -> int:
     return written if written is not None else job.restarts + 1
 
 
+def released_by_portal(job: SlurmJob) -> bool:
+    """Released by the portal and not requeued since (Slurm requeues a --requeue job on a node
+    failure without holding it; such a job waits for the portal again)."""
+    keys = parse_comment(job.admin_comment)
+    restarts = keys.get(RESTARTS_KEY, "")
+    return ATTEMPT_KEY in keys and (not restarts.isdigit() or int(restarts) >= job.restarts)
+
+
 def observed_state(job: SlurmJob) -> JobState:
     """Slurm's job state in the portal's words. A job the portal released that Slurm has not
     started yet (its pinned nodes are still being freed) is admitted: it counts as running there.
@@ -317,7 +326,7 @@ def observed_state(job: SlurmJob) -> JobState:
     if job.state == "COMPLETING" and job.held:
         return JobState.WAITING
     state = JOB_STATES.get(job.state, JobState.WAITING)
-    if state is JobState.WAITING and not job.held and portal_attempt(job) is not None:
+    if state is JobState.WAITING and not job.held and released_by_portal(job):
         return JobState.RUNNING
     return state
 

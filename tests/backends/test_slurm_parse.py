@@ -1,12 +1,14 @@
 """Slurm's JSON parsed into plain classes, on output captured from the real 22.05 test cluster."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from scheduling.backends.base import BackendUnavailable, CancelAction, JobState, PreemptAction, StartAction
-from scheduling.backends.slurm import SlurmBackend, SlurmCli, SlurmCommandError, SlurmSettings
+from scheduling.backends.slurm import SlurmBackend, SlurmCli, SlurmCommandError, SlurmSettings, observed_state
 from scheduling.backends.slurm_parse import (
+    SlurmJob,
     SlurmReportedError,
     expand_hostlist,
     parse_comment,
@@ -176,7 +178,14 @@ def test_starting_a_held_gang_pins_its_nodes_makes_it_eligible_now_and_releases_
     commands = applied(StartAction(workload_id=7, ref="3", attempt=1, placement=(("n3", 8), ("n1", 8))))
 
     assert commands == [
-        ("scontrol", "update", "JobId=3", "NodeList=n1,n3", "StartTime=now", "AdminComment=portal_attempt=1"),
+        (
+            "scontrol",
+            "update",
+            "JobId=3",
+            "NodeList=n1,n3",
+            "StartTime=now",
+            "AdminComment=portal_attempt=1,portal_restarts=0",
+        ),  # fmt: skip
         ("scontrol", "release", "3"),
     ]
 
@@ -222,3 +231,37 @@ def test_a_failing_slurm_command_is_unavailability_only_when_the_controller_did_
 
     with pytest.raises(error):
         cli.run("sh", "-c", f"echo '{stderr}' >&2; exit 1")
+
+
+def pending(**changes: object) -> SlurmJob:
+    gang = parse_squeue(fixture("squeue.json"))[2]
+    return replace(gang, **changes)
+
+
+@pytest.mark.parametrize(
+    ("job", "state"),
+    [
+        (pending(held=True), JobState.WAITING),
+        (pending(held=False, admin_comment="portal_attempt=1,portal_restarts=0"), JobState.RUNNING),
+        (
+            pending(held=False, admin_comment="portal_attempt=1,portal_restarts=0", restarts=1),
+            JobState.WAITING,
+        ),
+        (
+            pending(held=True, admin_comment="portal_attempt=1,portal_restarts=0", restarts=1),
+            JobState.WAITING,
+        ),
+        (pending(held=True, state="COMPLETING", restarts=1), JobState.WAITING),
+        (pending(held=False, state="COMPLETING"), JobState.RUNNING),
+    ],
+    ids=[
+        "held: waits for the portal",
+        "released by the portal, nodes still freeing: admitted",
+        "requeued by Slurm after a node failure: waits for the portal again",
+        "requeued and held by the portal: waits",
+        "requeued and held, processes still being killed: waits",
+        "cancelled, processes still being killed: still running",
+    ],
+)
+def test_pending_and_completing_jobs_are_running_only_when_the_portal_admitted_them(job, state):
+    assert observed_state(job) is state
