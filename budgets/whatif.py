@@ -52,15 +52,21 @@ def whatif_start(*, cluster: Cluster, user: User, budgets: dict[str, float], day
         cluster=cluster, requested_by=user if user.is_authenticated else None,
         budgets=budgets, days=min(max(days, 1), MAX_DAYS),
     )  # fmt: skip
-    transaction.on_commit(
-        lambda: threading.Thread(target=whatif_execute, args=(run.pk,), daemon=True).start()
-    )
+    transaction.on_commit(lambda: threading.Thread(target=_in_thread, args=(run.pk,), daemon=True).start())
     return run
+
+
+def _in_thread(run_id: int) -> None:
+    """A background thread gets its own database connection, closed when it is done."""
+    close_old_connections()
+    try:
+        whatif_execute(run_id)
+    finally:
+        close_old_connections()
 
 
 def whatif_execute(run_id: int) -> None:
     """Run both simulations and store the comparison; failures end up on the row, not in a log only."""
-    close_old_connections()
     try:
         run = WhatIfRun.objects.select_related("cluster").get(pk=run_id)
         WhatIfRun.objects.filter(pk=run_id).update(status=WhatIfStatus.RUNNING, progress=0.0)
@@ -90,7 +96,8 @@ def whatif_compare(*, run: WhatIfRun, now: datetime) -> dict:
 def compare_results(
     before: list[dict], after: list[dict], *, current: dict[str, float], edited: dict[str, float]
 ) -> dict:
-    """Per allocation: budget and delivered / owed before and after, changed budgets first."""
+    """Per allocation: budget and delivered / owed before and after; those whose budget or an
+    ancestor's budget changed come first (``changed``)."""
     by_path: dict[str, dict] = {}
     for side, rows in (("before", before), ("after", after)):
         for row in rows:
@@ -98,12 +105,16 @@ def compare_results(
             entry[f"{side}_ratio"] = row["delivered_owed_ratio"]
             entry[f"{side}_delivered_gpu_h"] = row["delivered_gpu_hours"]
             entry[f"{side}_owed_gpu_h"] = row["owed_gpu_hours"]
+    changed = sorted(p for p in edited if edited[p] != current.get(p, 0.0))
     for path, entry in by_path.items():
         entry["budget_before"] = current.get(path, 0.0)
         entry["budget_after"] = edited.get(path, 0.0)
-        entry["changed"] = entry["budget_before"] != entry["budget_after"]
+        entry["changed"] = any(
+            path == c or path.startswith(c + "/") for c in changed
+        )  # itself or under an edit
     rows = sorted(by_path.values(), key=lambda e: (not e["changed"], e["allocation"]))
-    return {"rows": rows, "edited": sorted(p for p in edited if edited[p] != current.get(p, 0.0))}
+    edits = [{"path": p, "before": current.get(p, 0.0), "after": edited[p]} for p in changed]
+    return {"rows": rows, "edited": changed, "edits": edits}
 
 
 def current_budgets(*, cluster: Cluster) -> dict[str, float]:

@@ -36,6 +36,8 @@ def test_the_comparison_puts_changed_budgets_first():
     after = [{"allocation": "a", "delivered_owed_ratio": 0.9, "delivered_gpu_hours": 9, "owed_gpu_hours": 10}]
     result = compare_results(before, after, current={"a": 1, "b": 4}, edited={"a": 1, "b": 2})
     assert [row["allocation"] for row in result["rows"]] == ["b", "a"]
+    nested = compare_results([{**before[0], "allocation": "b/x"}], [], current={"b": 4}, edited={"b": 2})
+    assert nested["rows"][0]["changed"], "an allocation under an edited node is affected too"
     assert result["edited"] == ["b"]
     assert result["rows"][1]["after_ratio"] == 0.9
 
