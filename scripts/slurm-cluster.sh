@@ -3,11 +3,12 @@
 # four slurmd (n1..n4, 8 fake GPUs each). Run as root.
 #
 #   scripts/slurm-cluster.sh start    # install packages if missing, start, wait until 4 nodes are idle
-#   scripts/slurm-cluster.sh stop     # stop every daemon and job step, remove the state directory
+#   scripts/slurm-cluster.sh stop     # stop every daemon (munge too) and job step, remove the state directory
 #   scripts/slurm-cluster.sh status   # exit 0 when the controller answers
 #
 # Idempotent: `start` on a running, answering cluster does nothing. A new start always uses a fresh
-# state directory and a fresh accounting database (old job ids would collide: "Duplicate jobid").
+# state directory; the accounting database (MariaDB, $SLURM_DB_NAME) is kept, and job ids continue
+# after the highest one it has recorded, so old and new jobs never share an id ("Duplicate jobid").
 # The configuration lives under $SLURM_STATE_DIR; /etc/slurm/slurm.conf links to it so plain
 # `sbatch`, `squeue` and `sacctmgr` work for every user of the machine.
 #
@@ -33,6 +34,12 @@ install_packages() {
     || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm slurmdbd munge slurm-client >/dev/null; }
 }
 
+first_job_id() {
+  local last
+  last=$(mysql -h "$DB_HOST" -uroot -N -e "SELECT COALESCE(MAX(id_job), 0) FROM $DB_NAME.portal_job_table" 2>/dev/null || echo 0)
+  echo $((${last:-0} + 1))
+}
+
 controller_answers() {
   [ -f "$SLURM_CONF" ] && timeout 5 scontrol ping 2>/dev/null | grep -q "UP"
 }
@@ -44,6 +51,7 @@ write_configs() {
   done
   cat >"$STATE_DIR/etc/slurm.conf" <<EOF
 ClusterName=portal
+FirstJobId=$(first_job_id)
 SlurmctldHost=localhost
 SlurmUser=root
 SlurmdUser=root
@@ -148,12 +156,11 @@ start() {
   if controller_answers && nodes_idle; then log "already running ($STATE_DIR)"; return; fi
   stop_daemons
   rm -rf "$STATE_DIR"
-  write_configs
   start_munge
-  mysql -h "$DB_HOST" -uroot -e "DROP DATABASE IF EXISTS $DB_NAME"
+  write_configs
   slurmdbd
   wait_for 30 slurmdbd sacctmgr -n show cluster
-  sacctmgr -i add cluster portal >/dev/null 2>&1 || true
+  sacctmgr -n -P show cluster format=cluster | grep -qx portal || sacctmgr -i add cluster portal >/dev/null
   slurmctld
   wait_for 30 slurmctld controller_answers
   for i in $(seq 1 $NODES); do slurmd -N "n$i"; done
@@ -161,13 +168,18 @@ start() {
   log "up: $NODES nodes x $GPUS_PER_NODE GPUs (SLURM_CONF=$SLURM_CONF)"
 }
 
-kill_pidfile() {
-  local file=$1
-  [ -f "$file" ] || return 0
-  local pid; pid=$(cat "$file")
-  kill "$pid" 2>/dev/null || return 0
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-  kill -9 "$pid" 2>/dev/null || true
+kill_pidfiles() {  # TERM every daemon named by the pid files at once, then wait for all (KILL after 5 s)
+  local pids=() file
+  for file in "$@"; do [ -f "$file" ] && pids+=("$(cat "$file")"); done
+  [ "${#pids[@]}" -gt 0 ] || return 0
+  kill "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 50); do
+    local alive=() pid
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
+    [ "${#alive[@]}" -eq 0 ] && return 0
+    sleep 0.1
+  done
+  kill -9 "${pids[@]}" 2>/dev/null || true
 }
 
 stop_daemons() {
@@ -176,16 +188,16 @@ stop_daemons() {
     squeue -h -o %i 2>/dev/null | xargs -r scancel 2>/dev/null || true
     for _ in $(seq 30); do [ -z "$(squeue -h -t R,CG -o %i 2>/dev/null)" ] && break; sleep 0.1; done
   fi
-  for file in "$STATE_DIR"/run/slurmd-*.pid; do [ -e "$file" ] && kill_pidfile "$file"; done
+  kill_pidfiles "$STATE_DIR"/run/slurmd-*.pid "$STATE_DIR/run/slurmctld.pid"
   # Job steps outlive slurmd; left running they would collide with the next cluster's job ids.
   local steps; steps=$(pgrep -x slurmstepd || true)
   [ -n "$steps" ] && kill -9 $steps 2>/dev/null || true
-  kill_pidfile "$STATE_DIR/run/slurmctld.pid"
-  kill_pidfile "$STATE_DIR/run/slurmdbd.pid"
+  kill_pidfiles "$STATE_DIR/run/slurmdbd.pid"  # last: slurmctld sends its final records to it
 }
 
 stop() {
   stop_daemons
+  kill_pidfiles /run/munge/munged.pid
   rm -rf "$STATE_DIR"
   for f in slurm.conf gres.conf cgroup.conf job_submit.lua slurmdbd.conf; do
     [ -L "/etc/slurm/$f" ] && rm -f "/etc/slurm/$f"
