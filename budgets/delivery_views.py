@@ -69,11 +69,15 @@ def whatif_page(request: HttpRequest, cluster_slug: str) -> HttpResponse:
     if request.method == "POST":
         edits = whatif.parse_budget_edits(request.POST)
         run = whatif.whatif_start(
-            cluster=cluster, user=request.user, budgets=edits, days=int(request.POST.get("days", 7))
+            cluster=cluster,
+            user=request.user,
+            budgets=edits,
+            days=whatif.parse_days(request.POST.get("days", 7)),
         )
         return redirect("budgets:whatif_run", run_id=run.pk)
     rows = whatif.editable_rows(cluster=cluster, user=request.user)
-    return render(request, "budgets/delivery/whatif.html", {"cluster": cluster, "rows": rows, "run": None})
+    context = {"cluster": cluster, "rows": rows, "run": None, "may_run": whatif.may_run_whatif(request.user)}
+    return render(request, "budgets/delivery/whatif.html", context)
 
 
 @login_required

@@ -15,10 +15,11 @@ import threading
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
+from django.core.exceptions import PermissionDenied
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from budgets.models import Allocation, BudgetNode
+from budgets.models import Allocation, BudgetNode, Membership, Role
 from budgets.selectors import TreeRow, User, budget_tree
 from portal.models import WhatIfRun, WhatIfStatus
 from scheduling.models import Cluster, Node, Run, Workload
@@ -47,7 +48,26 @@ def parse_budget_edits(data: Mapping[str, str]) -> dict[str, float]:
     return {paths[pk]: gpus for pk, gpus in edits.items() if pk in paths}
 
 
+def parse_days(value: object) -> int:
+    """The replay length in days, 1..MAX_DAYS; anything unreadable is a week."""
+    try:
+        return min(max(int(str(value)), 1), MAX_DAYS)
+    except ValueError:
+        return 7
+
+
+def may_run_whatif(user: User) -> bool:
+    """A replay costs two simulations: managers (of any node) and staff may start one."""
+    return bool(
+        user.is_authenticated
+        and (user.is_staff or Membership.objects.filter(user=user, role=Role.MANAGER).exists())
+    )
+
+
 def whatif_start(*, cluster: Cluster, user: User, budgets: dict[str, float], days: int) -> WhatIfRun:
+    """Queue a replay; PermissionDenied unless :func:`may_run_whatif`."""
+    if not may_run_whatif(user):
+        raise PermissionDenied("Only managers and on-call staff may run a what-if.")
     run = WhatIfRun.objects.create(
         cluster=cluster, requested_by=user if user.is_authenticated else None,
         budgets=budgets, days=min(max(days, 1), MAX_DAYS),

@@ -124,9 +124,12 @@ def glossary_terms(request: Request) -> Response:
 @api_view(["POST"])
 def whatif_start(request: Request, cluster_slug: str) -> Response:
     cluster = cluster_for_user(user=request.user, slug=cluster_slug)
-    edits = {str(k): max(float(v), 0.0) for k, v in (request.data.get("budgets") or {}).items()}
+    try:
+        edits = {str(k): max(float(v), 0.0) for k, v in dict(request.data.get("budgets") or {}).items()}
+    except (TypeError, ValueError):
+        return Response({"budgets": ["a mapping of node path to GPUs"]}, status=400)
     run = whatif.whatif_start(
-        cluster=cluster, user=request.user, budgets=edits, days=int(request.data.get("days", 7))
+        cluster=cluster, user=request.user, budgets=edits, days=whatif.parse_days(request.data.get("days", 7))
     )
     return Response(_whatif_json(run), status=202)
 

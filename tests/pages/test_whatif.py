@@ -78,3 +78,20 @@ def test_posting_the_form_queues_a_run_and_redirects_to_its_progress(
     assert response.status_code == 302 and response["Location"] == f"/budgets/whatif/runs/{run.pk}/"
     assert run.budgets == {"lab/vision": 16.0} and run.status == "queued"
     assert len(callbacks) == 1  # the background thread starts once the row is committed
+
+
+def test_a_researcher_may_look_but_not_start_a_replay(history):
+    client = client_for(history.bob)
+    assert "Managers and on-call staff may run" in client.get("/budgets/whatif/main/").content.decode()
+    assert client.post("/budgets/whatif/main/", {"days": "7"}).status_code == 403
+    assert (
+        client.post("/api/v1/whatif/main/", {"budgets": {}}, content_type="application/json").status_code
+        == 403
+    )
+    assert not WhatIfRun.objects.exists()
+
+
+def test_a_bad_replay_length_falls_back_to_a_week(history, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        client_for(history.oscar).post("/budgets/whatif/main/", {"days": "forever"})
+    assert WhatIfRun.objects.get().days == 7
