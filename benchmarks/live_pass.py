@@ -6,7 +6,9 @@ Builds a cluster of ``--nodes`` 8-GPU simulated nodes, every node busy with prot
 budget tree of ~200 allocations with a week of usage history, and ``--pending`` queued workloads
 of mixed shapes from 150 users; then runs ``--passes`` passes 10 s apart (after one warm-up pass
 that writes every pending reason for the first time) and prints p50 / p95 of the whole pass and
-the median of each phase. Everything it creates lives under a cluster and a budget root named
+the median of each phase. ``--churn N`` makes N running jobs end between two passes, so every
+pass also starts work and rewrites the positions behind it. Everything it creates lives under a
+cluster and a budget root named
 ``bench-<pid>`` and is deleted afterwards. Migrations are applied first.
 """
 
@@ -30,14 +32,21 @@ def _setup_django() -> None:
     django.setup()
 
 
-def build(*, name: str, nodes: int, pending: int, now: datetime, seed: int = 7):  # noqa: ANN201
+def build(*, name: str, nodes: int, pending: int, now: datetime, churn: int = 0, seed: int = 7):  # noqa: ANN201
     """Create the benchmark cluster, tree, running and pending work (bulk inserts only)."""
     from decimal import Decimal
 
     from budgets.models import Allocation, BudgetNode
     from scheduling.accounting import hour_floor
     from scheduling.models import (
-        AllocationHour, Cluster, Node, PassLease, Run, SimulatedJob, SimulatedNode, Workload,
+        AllocationHour,
+        Cluster,
+        Node,
+        PassLease,
+        Run,
+        SimulatedJob,
+        SimulatedNode,
+        Workload,
     )  # fmt: skip
 
     rng = random.Random(seed)
@@ -99,10 +108,15 @@ def build(*, name: str, nodes: int, pending: int, now: datetime, seed: int = 7):
          for w, n in zip(running, node_rows, strict=True)],
         batch_size=2000,
     )  # fmt: skip
+
+    # With churn, `churn` running jobs end in each 10 s between passes (their GPUs go to queued work).
+    def duration(index: int) -> float:
+        return 3600.0 + 10.0 * (index // churn) + 5.0 if churn else 86400.0 * 30
+
     SimulatedJob.objects.bulk_create(
         [SimulatedJob(cluster=cluster, ref=f"{name}-{w.pk}", workload_id=w.pk, attempt=1, state="running",
-                      placement=[[n.name, 8]], gpus=8, duration_s=86400 * 30, started_at=started.timestamp())
-         for w, n in zip(running, node_rows, strict=True)],
+                      placement=[[n.name, 8]], gpus=8, duration_s=duration(i), started_at=started.timestamp())
+         for i, (w, n) in enumerate(zip(running, node_rows, strict=True))],
         batch_size=2000,
     )  # fmt: skip
     Workload.objects.filter(cluster=cluster, state="running").update(backend_ref=f"{name}-running")
@@ -178,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=9, help="measured passes after the warm-up")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark data")
+    parser.add_argument(
+        "--churn", type=int, default=0, help="running jobs that end between two passes (default 0)"
+    )
     args = parser.parse_args(argv)
     _setup_django()
     from django.core.management import call_command
@@ -187,10 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     name = f"bench-{os.getpid()}"
     now = datetime.now(tz=UTC).replace(microsecond=0)
     began = time.perf_counter()
-    cluster, root = build(name=name, nodes=args.nodes, pending=args.pending, now=now)
+    cluster, root = build(name=name, nodes=args.nodes, pending=args.pending, now=now, churn=args.churn)
     setup_s = time.perf_counter() - began
     try:
-        result = {"pending": args.pending, "nodes": args.nodes, "running": args.nodes, "database": connection.vendor,
+        result = {"pending": args.pending, "nodes": args.nodes, "running": args.nodes, "churn": args.churn,
+                  "database": connection.vendor,
                   **measure(cluster=cluster, passes=args.passes, now=now), "setup_s": round(setup_s, 1)}  # fmt: skip
     finally:
         if not args.keep:

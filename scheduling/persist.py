@@ -7,16 +7,17 @@ ESTIMATE_SLACK_S), so a quiet queue of 50,000 costs one read and almost no write
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from scheduling import pass_cache
 from scheduling.accounting import accounting_charge_owed
-from scheduling.bulk import Epoch, fetch_rows, insert_rows, update_rows
+from scheduling.bulk import Epoch, fetch_rows, update_rows
 from scheduling.models import (
     Cluster,
     Decision,
@@ -143,17 +144,47 @@ def pending_reasons_write(
     fresh = [r for r in reasons if r.workload_id not in stored]
     changed = [r for r in reasons if r.workload_id in stored and _differs(stored[r.workload_id], r)]
     gone = list(stored.keys() - {r.workload_id for r in reasons})
-    cleaned: dict[int, dict] = {}  # the reasons of one group share one params mapping: clean it once
-    insert_rows(PendingReason, [_row(r, cleaned, now) for r in fresh], ["workload", *REASON_FIELDS])
-    update_rows(PendingReason, [_row(r, cleaned, now) for r in changed], REASON_FIELDS)
-    for start in range(0, len(gone), 5000):
-        PendingReason.objects.filter(workload_id__in=gone[start : start + 5000]).delete()
+    if connection.vendor == "postgresql":
+        _replace_by_copy(fresh=fresh, changed=changed, gone=gone, now=now)
+    else:
+        cleaned: dict[int, dict] = {}  # the reasons of one group share one params mapping: clean it once
+        PendingReason.objects.bulk_create([_row(r, cleaned, now) for r in fresh], batch_size=2000)
+        PendingReason.objects.bulk_update(
+            [_row(r, cleaned, now) for r in changed], REASON_FIELDS, batch_size=500
+        )
+        for start in range(0, len(gone), 5000):
+            PendingReason.objects.filter(workload_id__in=gone[start : start + 5000]).delete()
     remembered = {**stored, **{r.workload_id: _stored(r) for r in (*fresh, *changed)}}
     for workload_id in gone:
         del remembered[workload_id]
     written_by = (record.pk, record.nonce)
     transaction.on_commit(lambda: pass_cache.reasons_set(cluster.pk, written_by, remembered))
     return len(fresh) + len(changed) + len(gone)
+
+
+def _replace_by_copy(
+    *, fresh: list[PolicyReason], changed: list[PolicyReason], gone: list[int], now: datetime
+) -> None:
+    """PostgreSQL: delete the changed and gone rows, COPY the new versions in (same transaction).
+
+    When a pass moves the whole queue (starts shift every position behind them), rewriting
+    50,000 rows this way takes a fraction of what 50,000 UPDATEs do; readers see the old rows
+    until the pass commits.
+    """
+    table = PendingReason._meta.db_table
+    with connection.cursor() as cursor:
+        doomed = [r.workload_id for r in changed] + gone
+        if doomed:
+            cursor.execute(f"DELETE FROM {table} WHERE workload_id = ANY(%s)", [doomed])
+        encoded: dict[int, str] = {}  # the reasons of one group share one params mapping: encode it once
+        columns = "workload_id, code, params, message, position, estimated_start, updated_at"
+        with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+            for r in (*fresh, *changed):
+                key = id(r.params)
+                if key not in encoded:
+                    encoded[key] = json.dumps({name: _finite(value) for name, value in r.params.items()})
+                copy.write_row((r.workload_id, r.code, encoded[key], r.message, r.position,
+                                _at(r.estimated_start), now))  # fmt: skip
 
 
 def _previous_pass(*, cluster: Cluster, record: SchedulingPass) -> tuple[int, str] | None:
