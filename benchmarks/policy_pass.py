@@ -131,12 +131,12 @@ def build_snapshot(pending: int, nodes: int, seed: int, busy: float = 0.9) -> Sn
     return Snapshot("bench", tree, cluster_nodes, tuple(running), tuple(queued), usage, user_usage)
 
 
-def measure(cold: Snapshot, repeat: int, churn: float = 0.02, seed: int = 7) -> dict:
+def measure(cold: Snapshot, repeat: int, churn: float = 0.02, seed: int = 7, settle: bool = True) -> dict:
     """Time a first pass on the random snapshot (which rebalances it: the "cold" numbers), then
     ``repeat`` passes on the snapshot that first plan leaves with a ``churn`` fraction of the running
     work finished meanwhile (the steady state a live cluster is in from one pass to the next, with
     GPUs to hand out: the headline p50/p95)."""
-    config = PolicyConfig()
+    config = PolicyConfig(settle=settle)
     started = time.perf_counter()
     first = plan(cold, NOW, config)
     cold_ms = (time.perf_counter() - started) * 1000.0
@@ -171,6 +171,7 @@ def measure(cold: Snapshot, repeat: int, churn: float = 0.02, seed: int = 7) -> 
         "reserved": len(result.reservations),
         "phases_ms": dict(result.timings_ms),
         "churn": churn,
+        "settle": settle,
         "cold_ms": round(cold_ms, 2),
         "cold_starts": len(first.starts),
         "cold_preemptions": len(first.preemptions),
@@ -194,9 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--churn", type=float, default=0.02, help="share of running work ended between passes"
     )
+    parser.add_argument("--no-settle", action="store_true", help="one walk only (PolicyConfig.settle=False)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    result = measure(build_snapshot(args.pending, args.nodes, args.seed), args.repeat, args.churn, args.seed)
+    snapshot = build_snapshot(args.pending, args.nodes, args.seed)
+    result = measure(snapshot, args.repeat, args.churn, args.seed, settle=not args.no_settle)
     if args.json:
         print(json.dumps(result))
     else:

@@ -180,7 +180,7 @@ class _Pass(Preempting, Explaining):
         """
         before = (0, 0)
         self._walk(self.queues)
-        for _ in range(_WALKS - 1):
+        for _ in range(_WALKS - 1 if self.config.settle else 0):
             after = (len(self.starts), len(self.preemptions))
             if after == before:
                 break
@@ -353,7 +353,11 @@ class _Pass(Preempting, Explaining):
 
     def _may_backfill(self, workload: PendingWorkload) -> bool:
         """May use reserved nodes: it cannot delay the reservation (it ends first or is preemptible)."""
-        if self.reservation is None or not self._protects(workload):
+        if self.reservation is None:
+            return True
+        if not self.config.backfill:
+            return False
+        if not self._protects(workload):
             return True
         start_at = self.reservation.start_at or INFINITE
         runtime = workload.max_runtime_s

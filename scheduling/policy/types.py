@@ -125,6 +125,7 @@ class PolicyConfig:
     contract: bool = True  # False: nothing is protected (the "priority"/"fifo" worlds)
     reservation: bool = True
     backfill: bool = True
+    settle: bool = True  # re-walk until nothing changes, so re-planning the result preempts nothing
 
 
 @dataclass(frozen=True, slots=True)

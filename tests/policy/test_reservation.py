@@ -65,3 +65,11 @@ def test_without_reservation_small_jobs_keep_the_large_one_waiting():
     result = plan(snapshot(TREE, nodes(2), run=half_full_cluster(), queue=queue, usage=USAGE), NOW, config)
     assert [start.workload_id for start in result.starts] == [2]
     assert result.reservations == ()
+
+
+def test_without_backfill_nothing_else_may_use_the_reserved_nodes():
+    queue = [pending(1, "org/a", 16), pending(2, "org/a", 4, min_runtime_s=0)]
+    config = PolicyConfig(backfill=False)
+    result = plan(snapshot(TREE, nodes(2), run=half_full_cluster(), queue=queue, usage=USAGE), NOW, config)
+    assert result.starts == ()
+    assert reason_of(result, 2).code == ReasonCode.RESERVED_FOR_LARGER_JOB
