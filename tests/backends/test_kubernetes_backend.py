@@ -251,3 +251,20 @@ def test_an_api_server_that_does_not_answer_is_backend_unavailable(fake, backend
 
     with pytest.raises(BackendUnavailable):
         backend.observe()
+
+
+def test_a_clusters_backend_settings_configure_the_adapter_it_gets():
+    from scheduling.backends.registry import backend_for
+    from scheduling.models import Cluster
+
+    cluster = Cluster(name="k", slug="k", backend_kind="kubernetes", gpu_type="H100",
+                      backend_settings={"host": "http://127.0.0.1:9", "namespace": "ml", "default_resumable": True,
+                                        "tolerated_taints": ["gpu"], "unknown": 1})  # fmt: skip
+
+    adapter = backend_for(cluster)
+
+    assert isinstance(adapter, KubernetesBackend)
+    assert (adapter.settings.namespace, adapter.settings.gpu_type, adapter.settings.default_resumable) == (
+        "ml", "H100", True,
+    )  # fmt: skip
+    assert adapter.settings.tolerated_taints == ("gpu",)

@@ -265,3 +265,17 @@ def pending(**changes: object) -> SlurmJob:
 )
 def test_pending_and_completing_jobs_are_running_only_when_the_portal_admitted_them(job, state):
     assert observed_state(job) is state
+
+
+def test_a_clusters_backend_settings_configure_the_adapter_it_gets():
+    from scheduling.backends.registry import backend_for
+    from scheduling.models import Cluster
+
+    cluster = Cluster(name="s", slug="s", backend_kind="slurm", gpu_type="A100",
+                      backend_settings={"slurm_conf": "/etc/x/slurm.conf", "timeout_s": 3, "unknown": 1})  # fmt: skip
+
+    adapter = backend_for(cluster)
+
+    assert isinstance(adapter, SlurmBackend)
+    assert (adapter.settings.gpu_type, adapter.settings.timeout_s) == ("A100", 3)
+    assert adapter.cli.env["SLURM_CONF"] == "/etc/x/slurm.conf"
