@@ -33,8 +33,13 @@ class Explaining:
         self.reserved_workload = None
 
     def _blocked_key(self, workload: PendingWorkload, shape: Shape, backfill: bool, protected) -> tuple:
-        if protected is not None:
-            return protected
+        fallback = self._plain_blocked_key(workload, shape, backfill)
+        if protected is None:
+            return fallback
+        may_use_reserved = backfill or workload is self.reserved_workload
+        return (*protected, may_use_reserved, fallback)
+
+    def _plain_blocked_key(self, workload: PendingWorkload, shape: Shape, backfill: bool) -> tuple:
         if workload is self.reserved_workload:
             return ("reserved_self", shape, workload.allocation)
         if self.reservation is not None and not backfill and shape not in self.no_fit_reserved:
@@ -74,6 +79,13 @@ class Explaining:
         return tuple(explained)
 
     def _resolve(self, key: tuple, position: int) -> reasons.Outcome:
+        if key[0] == "check_protected":
+            until = self._protected_until(key[1:6])
+            return (
+                self._resolve(key[6], position)
+                if until is None
+                else self._resolve(("protected", until), position)
+            )
         if key[0] in ("capacity", "reserved_self"):
             return self._capacity_outcome(key, position)
         outcome = self.outcomes.get(key)
@@ -100,6 +112,25 @@ class Explaining:
         if outcome is None:
             outcome = self.outcomes[key[:2]] = self._outcome(key[:2])
         return outcome
+
+    def _protected_until(self, attempt: tuple) -> float | None:
+        """When a failed preemption would succeed if protected work were fair game: until when that
+        work is protected (None: protection is not what stands in the way). Judged on the pass's
+        final state, once per (shape, allocation, user, priority, may it use reserved nodes)."""
+        memo = self.outcomes.setdefault(("protected_until",), {})
+        if attempt not in memo:
+            shape, allocation, user, priority, may_use_reserved = attempt
+            stand_in = PendingWorkload(
+                -1, allocation, user, shape[0], 0.0, shape[1], shape[2], priority=priority
+            )
+            memo[attempt] = None
+            for index in (self.index, self.reserved) if may_use_reserved else (self.index,):
+                pool = self._victim_pool(stand_in, index, include_protected=False)
+                found = self._blocked_by_protection(stand_in, shape, pool, index)
+                if found is not None:
+                    memo[attempt] = found[1]
+                    break
+        return memo[attempt]
 
     def _fit_at_start(self, shape: Shape) -> bool:
         """Would ``shape`` have fitted on the GPUs free when the pass began? (Then work ahead took them.)"""

@@ -24,7 +24,6 @@ from scheduling.policy import reasons
 from scheduling.policy.explaining import Explaining
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preempting import Preempting
-from scheduling.policy.preemption import VictimPool
 from scheduling.policy.queues import FairShareQueue, StaticQueue, group_pending, priority_key, submit_key
 from scheduling.policy.ranking import FairTree
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
@@ -84,10 +83,11 @@ class _Pass(Preempting, Explaining):
         self.feasible: dict[Shape, bool] = {}
         self.fit_at_start: dict[Shape, bool] = {}
         self.generation = 0  # bumped whenever capacity, standing or the reservation changes
-        self.pools: dict[tuple, tuple[int, VictimPool]] = {}
+        self.pools: dict[tuple, tuple[int, object]] = {}  # victim orders and pools, per generation
         self.profile: ReleaseProfile | None = None
         self.touched: set[str] = set()  # nodes whose occupants changed since the profile was built
         self.requeued: set[int] = set()  # preempted in this pass, back in the queue
+        self.requeued_work: dict[int, PendingWorkload] = {}
         self.keys: dict[tuple, tuple] = {}  # outcome keys, interned
 
     # -- phases --------------------------------------------------------------------------------
@@ -116,6 +116,7 @@ class _Pass(Preempting, Explaining):
     def _rank(self) -> None:
         snapshot = self.snapshot
         groups, self.held = group_pending(snapshot.pending)
+        self.groups = groups
         allocations = {allocation for allocation, _ in groups} | {w.allocation for w in snapshot.running}
         allocations.update(w.allocation for w in self.held)
         self.tree = FairTree(snapshot.tree, snapshot.usage, snapshot.user_usage, allocations)
@@ -188,13 +189,19 @@ class _Pass(Preempting, Explaining):
             self._walk(self._queues_again())
 
     def _queues_again(self) -> list:
+        """Everything still pending (the snapshot's queues less what started, plus requeued
+        victims that did not restart), for a settling walk."""
         started = {start.workload_id for start in self.starts}
         groups: dict[tuple[str, str], list[PendingWorkload]] = {}
-        for workload, _ in self.blocked:
+        for key, queue in self.groups.items():
+            kept = [workload for workload in queue if workload.id not in started]
+            if kept:
+                groups[key] = kept
+        for workload in self.requeued_work.values():
             if workload.id not in started:
-                groups.setdefault((workload.allocation, workload.user), []).append(workload)
-        for queue in groups.values():
-            queue.sort(key=_SUBMIT_ORDER)
+                queue = groups.setdefault((workload.allocation, workload.user), [])
+                queue.append(workload)
+                queue.sort(key=_SUBMIT_ORDER)
         self.blocked = []
         self._release_reservation()
         self.no_fit.clear()
@@ -287,17 +294,18 @@ class _Pass(Preempting, Explaining):
 
     def _leave_untried(self, queue) -> None:
         """Queue the rest unexamined: their reasons come from their shape and standing."""
-        blocked, fairshare, funded = self.blocked, self.fairshare, self.tree.funded
+        append, fairshare, funded = self.blocked.append, self.fairshare, self.tree.funded
+        keys: dict[tuple, tuple] = {}
         for workload in queue.remaining():
-            if fairshare and workload.allocation not in funded:
-                key = ("unfunded", workload.allocation)
-            else:
-                key = (
-                    "capacity",
-                    (workload.gpus, workload.gpus_per_node, workload.gpu_type),
-                    workload.allocation,
-                )
-            blocked.append((workload, self.keys.setdefault(key, key)))
+            group = (workload.allocation, workload.gpus, workload.gpus_per_node, workload.gpu_type)
+            key = keys.get(group)
+            if key is None:
+                if fairshare and workload.allocation not in funded:
+                    key = ("unfunded", workload.allocation)
+                else:
+                    key = ("capacity", group[1:], workload.allocation)
+                key = keys[group] = self.keys.setdefault(key, key)
+            append((workload, key))
 
     def _consider(self, workload: PendingWorkload) -> bool:
         """Start ``workload`` (possibly by preempting) or record why it waits; True if it started."""

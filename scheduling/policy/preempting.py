@@ -36,20 +36,19 @@ class Preempting:
                     self._evict(victim, workload)
                 self._start(workload, placement, index)
                 return True, None
-        blocked_by = self._blocked_by_protection(
-            workload, shape, self._victim_pool(workload, self.index, False)
-        )
+        # Whether protected work is what stands in the way is worked out once, when explaining.
+        blocked_by = ("check_protected", shape, workload.allocation, workload.user, workload.priority)
         self.no_preempt[memo_key] = blocked_by
         return False, blocked_by
 
     def _blocked_by_protection(
-        self, workload: PendingWorkload, shape: Shape, pool: VictimPool
+        self, workload: PendingWorkload, shape: Shape, pool: VictimPool, index: FreeIndex
     ) -> tuple | None:
         """("protected", until) when protected work is all that stands in the way, else None."""
-        wider = self._victim_pool(workload, self.index, include_protected=True)
-        if len(wider.ordered) == len(pool.ordered) or wider.hopeless(shape, self.index):
+        wider = self._victim_pool(workload, index, include_protected=True)
+        if len(wider.ordered) == len(pool.ordered) or wider.hopeless(shape, index):
             return None
-        found = choose_victims(shape, self.index, wider)
+        found = choose_victims(shape, index, wider)
         if found is None:
             return None
         return ("protected", max(victim.protected_until for victim in found[1]))
@@ -70,7 +69,14 @@ class Preempting:
         cached = self.pools.get(key)
         if cached is not None and cached[0] == self.generation:
             return cached[1]
-        pool = VictimPool(self._ordered_victims(workload, include_protected), index, self.occupants)
+        order_key = key[:-1]  # the order is the same on every index: compute it once
+        order = self.pools.get(order_key)
+        if order is None or order[0] != self.generation:
+            order = self.pools[order_key] = (
+                self.generation,
+                self._ordered_victims(workload, include_protected),
+            )
+        pool = VictimPool(order[1], index, self.occupants)
         self.pools[key] = (self.generation, pool)
         return pool
 
@@ -161,6 +167,7 @@ class Preempting:
         cascade. If it does not restart it gets no reason here (it was not pending in the snapshot)."""
         workload = as_pending(victim, single_type(victim, self.gpu_types))
         self.requeued.add(workload.id)
+        self.requeued_work[workload.id] = workload
         if self.fairshare and workload.allocation not in self.tree.funded:
             self.queues[1].requeue(workload)
         else:
