@@ -257,3 +257,20 @@ def test_the_captured_queries_never_scan_runs_on_the_rollup_pages(history, froze
             if 'FROM "scheduling_run"' in q["sql"] and "ended_at" not in q["sql"]
         ]
         assert scans == [], url
+
+
+@pytest.mark.parametrize(
+    ("url", "queries"),
+    [
+        ("/api/v1/home/", 12),
+        ("/api/v1/pyramid/main/?days=90", 13),
+        ("/api/v1/waits/main/?days=90", 5),
+        ("/api/v1/queue/main/", 5),
+        ("/api/v1/glossary/", 2),
+    ],
+    ids=["home", "pyramid", "waits", "queue", "glossary"],
+)
+def test_the_api_reads_a_fixed_number_of_queries(history, frozen_now, django_assert_num_queries, url, queries):
+    client = client_for(history.oscar)
+    with django_assert_num_queries(queries):
+        assert client.get(url).status_code == 200
