@@ -98,6 +98,10 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env_database("DATABASE_URL", VAR_DIR / "portal.sqlite3")}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # The demo's web, worker and traffic processes all write: BEGIN IMMEDIATE makes a writer wait
+    # for the lock (up to the timeout) instead of failing at once with "database is locked".
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("transaction_mode", "IMMEDIATE")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -146,7 +146,8 @@ def passes_due(*, now: datetime | None = None) -> list[tuple[int, int]]:
     due = []
     for cluster_id, interval_s in Cluster.objects.order_by("id").values_list("id", "pass_interval_s"):
         started = last.get(cluster_id)
-        # Half a second of slack so a beat ticking at the same interval never skips a beat.
-        if started is None or (now - started).total_seconds() >= interval_s - 0.5:
+        # Slack of a quarter interval: beat ticks at about the same rate, and a pass queued behind
+        # another cluster's starts a little late; without slack such a cluster would skip every other tick.
+        if started is None or (now - started).total_seconds() >= interval_s - max(1.0, interval_s / 4):
             due.append((cluster_id, interval_s))
     return due
