@@ -140,6 +140,13 @@ start_munge() {
   runuser -u munge -- /usr/sbin/munged
 }
 
+start_mariadb() {  # slurmdbd's storage; started only when it does not answer
+  mysqladmin -h "$DB_HOST" -uroot ping >/dev/null 2>&1 && return
+  log "starting MariaDB"
+  /etc/init.d/mariadb start >/dev/null 2>&1 || service mariadb start >/dev/null 2>&1 || true
+  wait_for 30 MariaDB mysqladmin -h "$DB_HOST" -uroot ping
+}
+
 wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
   local seconds=$1 what=$2; shift 2
   for _ in $(seq $((seconds * 10))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
@@ -157,6 +164,7 @@ start() {
   stop_daemons
   rm -rf "$STATE_DIR"
   start_munge
+  start_mariadb
   write_configs
   slurmdbd
   wait_for 30 slurmdbd sacctmgr -n show cluster
