@@ -42,6 +42,14 @@ def figure_div(data: list[dict], layout: dict, *, div_id: str, height: int = 320
     return mark_safe(f'<div class="chart">{html}</div>')  # noqa: S308 - Plotly's own markup, JSON-escaped
 
 
+def empty_chart() -> SafeString:
+    """What a chart says before the rollups hold any history for its period."""
+    return mark_safe(
+        '<p class="muted chart-empty">No history for this period yet: it fills in as the scheduler runs '
+        "(a fresh demo can seed some with <code>manage.py load_demo_history</code>).</p>"
+    )
+
+
 def _iso(moments: Sequence[datetime]) -> list[str]:
     return [moment.isoformat() for moment in moments]
 
@@ -60,6 +68,8 @@ def line_chart(
     """Lines over time; names in ``dashed`` are drawn dashed (reference lines like entitlement),
     names in ``stacked`` are filled and stacked (parts of a whole); ``colors`` pins a line's colour
     (e.g. a class's p50 and p90 alike)."""
+    if not x:
+        return empty_chart()
     times = _iso(x)
     data = []
     for name, values in series.items():

@@ -5,6 +5,7 @@ health and pending causes, then folds the runs, passes and telemetry samples rec
 watermarks (by id, so a run recorded late is still counted once). It is cheap enough to call after
 every scheduling pass; calls closer than ``MIN_INTERVAL`` to the last sample only fold events.
 Gaps longer than ``MAX_GAP`` (the scheduler was down) are charged as ``MAX_GAP``, not extrapolated.
+A cluster's first fold starts at the current hour (see :func:`_start_watermarks`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Q, Sum
+from django.db.models import Max, Q, QuerySet, Sum
 
 from portal.models import WAIT_EDGES_S, ClusterHour, PendingCause, PendingDay, RollupWatermark, WaitHour
 from scheduling.accounting import hour_floor, hour_slices
@@ -57,7 +58,9 @@ def wait_bin(wait_s: float) -> int:
 def rollups_fold(*, cluster_id: int, now: datetime) -> None:
     """Sample the cluster and fold new events into the rollups, in one transaction."""
     with transaction.atomic():
-        mark, _ = RollupWatermark.objects.select_for_update().get_or_create(cluster_id=cluster_id)
+        mark, created = RollupWatermark.objects.select_for_update().get_or_create(cluster_id=cluster_id)
+        if created:
+            _start_watermarks(mark, now)
         hours: dict[datetime, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         if mark.sampled_at is None or now - mark.sampled_at >= MIN_INTERVAL:
             since = max(mark.sampled_at or now, now - MAX_GAP)
@@ -71,6 +74,20 @@ def rollups_fold(*, cluster_id: int, now: datetime) -> None:
         mark.last_utilisation_id = _fold_utilisation(cluster_id, mark.last_utilisation_id, hours)
         _add_cluster_hours(cluster_id, hours)
         mark.save()
+
+
+def _start_watermarks(mark: RollupWatermark, now: datetime) -> None:
+    """A cluster's first fold starts at the current hour: history recorded before the rollups existed
+    is not folded (its health was never sampled), and a large database is not rescanned in a pass."""
+    hour = hour_floor(now)
+    cluster_id = mark.cluster_id
+    mark.last_run_id = _max_id(Run.objects.filter(cluster_id=cluster_id, started_at__lt=hour))
+    mark.last_pass_id = _max_id(SchedulingPass.objects.filter(cluster_id=cluster_id, started_at__lt=hour))
+    mark.last_utilisation_id = _max_id(UtilisationSample.objects.filter(cluster_id=cluster_id, at__lt=hour))
+
+
+def _max_id(queryset: QuerySet) -> int:
+    return queryset.aggregate(last=Max("pk"))["last"] or 0
 
 
 def _sample_health(cluster_id: int, since: datetime, now: datetime, hours: dict) -> None:

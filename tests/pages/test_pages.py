@@ -270,7 +270,16 @@ def test_the_captured_queries_never_scan_runs_on_the_rollup_pages(history, froze
     ],
     ids=["home", "pyramid", "waits", "queue", "glossary"],
 )
-def test_the_api_reads_a_fixed_number_of_queries(history, frozen_now, django_assert_num_queries, url, queries):
+def test_the_api_reads_a_fixed_number_of_queries(
+    history, frozen_now, django_assert_num_queries, url, queries
+):
     client = client_for(history.oscar)
     with django_assert_num_queries(queries):
         assert client.get(url).status_code == 200
+
+
+def test_a_cluster_without_history_says_so_instead_of_drawing_empty_charts(lab, frozen_now):
+    page = _text(client_for(lab.oscar).get("/metrics/main/"))
+    assert "No history for this period yet" in page
+    assert "Plotly.newPlot" not in page
+    assert "75.0%" in page  # availability now comes from the nodes themselves

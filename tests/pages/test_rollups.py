@@ -93,3 +93,12 @@ def test_a_running_pass_folds_nothing(lab, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         SchedulingPass.objects.create(cluster=lab.main, started_at=NOW)
     assert callbacks == []
+
+
+def test_the_first_fold_starts_at_the_current_hour_not_at_the_beginning_of_history(lab):
+    old = _workload(lab)
+    _run(old, start=NOW - timedelta(days=30), end=NOW - timedelta(days=29), wait_s=5)
+    recent = _workload(lab, workload_class="debug")
+    _run(recent, start=NOW - timedelta(minutes=20), wait_s=7)
+    rollups_fold(cluster_id=lab.main.pk, now=NOW)
+    assert list(WaitHour.objects.values_list("workload_class", "count")) == [("debug", 1)]
