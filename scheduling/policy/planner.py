@@ -88,6 +88,7 @@ class _Pass(Preempting, Explaining):
         self.touched: set[str] = set()  # nodes whose occupants changed since the profile was built
         self.requeued: set[int] = set()  # preempted in this pass, back in the queue
         self.requeued_work: dict[int, PendingWorkload] = {}
+        self.started_groups: set[tuple[str, str]] = set()  # (allocation, user) that started work
         self.keys: dict[tuple, tuple] = {}  # outcome keys, interned
 
     # -- phases --------------------------------------------------------------------------------
@@ -193,8 +194,9 @@ class _Pass(Preempting, Explaining):
         victims that did not restart), for a settling walk."""
         started = {start.workload_id for start in self.starts}
         groups: dict[tuple[str, str], list[PendingWorkload]] = {}
+        touched = self.started_groups
         for key, queue in self.groups.items():
-            kept = [workload for workload in queue if workload.id not in started]
+            kept = [workload for workload in queue if workload.id not in started] if key in touched else queue
             if kept:
                 groups[key] = kept
         for workload in self.requeued_work.values():
@@ -295,17 +297,20 @@ class _Pass(Preempting, Explaining):
     def _leave_untried(self, queue) -> None:
         """Queue the rest unexamined: their reasons come from their shape and standing."""
         append, fairshare, funded = self.blocked.append, self.fairshare, self.tree.funded
-        keys: dict[tuple, tuple] = {}
-        for workload in queue.remaining():
-            group = (workload.allocation, workload.gpus, workload.gpus_per_node, workload.gpu_type)
-            key = keys.get(group)
-            if key is None:
-                if fairshare and workload.allocation not in funded:
-                    key = ("unfunded", workload.allocation)
-                else:
-                    key = ("capacity", group[1:], workload.allocation)
-                key = keys[group] = self.keys.setdefault(key, key)
-            append((workload, key))
+        for allocation, items in queue.remaining_groups():
+            if fairshare and allocation not in funded:
+                key = self.keys.setdefault(("unfunded", allocation), ("unfunded", allocation))
+                for workload in items:
+                    append((workload, key))
+                continue
+            keys: dict[tuple, tuple] = {}
+            for workload in items:
+                shape = (workload.gpus, workload.gpus_per_node, workload.gpu_type)
+                key = keys.get(shape)
+                if key is None:
+                    key = ("capacity", shape, allocation)
+                    key = keys[shape] = self.keys.setdefault(key, key)
+                append((workload, key))
 
     def _consider(self, workload: PendingWorkload) -> bool:
         """Start ``workload`` (possibly by preempting) or record why it waits; True if it started."""
@@ -385,6 +390,7 @@ class _Pass(Preempting, Explaining):
 
     def _start(self, workload: PendingWorkload, placement: Placement, index: FreeIndex) -> None:
         index.take(placement)
+        self.started_groups.add((workload.allocation, workload.user))
         self.generation += 1
         funded = self._funded(workload)
         protected_until = self.now

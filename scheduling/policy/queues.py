@@ -122,6 +122,13 @@ class FairShareQueue:
     def allocations(self) -> list[AllocationPath]:
         return [allocation for allocation, users in self.by_allocation.items() if users]
 
+    def remaining_groups(self) -> Iterator[tuple[AllocationPath, deque[PendingWorkload]]]:
+        """(allocation, queued workloads of one user) in the current Fair Tree order."""
+        for allocation in self.tree.ordered(a for a, users in self.by_allocation.items() if users):
+            users = self.by_allocation[allocation]
+            for user in sorted(users, key=lambda name: (self.tree.user_key(allocation, name), name)):
+                yield allocation, users[user]
+
     def remaining(self) -> Iterator[PendingWorkload]:
         """What is still queued, in the current Fair Tree order."""
         for allocation in self.tree.ordered(a for a, users in self.by_allocation.items() if users):
@@ -154,3 +161,7 @@ class StaticQueue:
 
     def remaining(self) -> Iterator[PendingWorkload]:
         return iter(list(self.items))
+
+    def remaining_groups(self) -> Iterator[tuple[AllocationPath, list[PendingWorkload]]]:
+        for workload in list(self.items):
+            yield workload.allocation, [workload]
