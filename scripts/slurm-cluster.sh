@@ -158,9 +158,13 @@ nodes_idle() {
   [ "$(sinfo -h -N -t idle -o '%N' 2>/dev/null | sort -u | wc -l)" -ge "$NODES" ]
 }
 
+nodes_responding() {  # busy or drained is fine: the cluster is up (a running test may be using it)
+  [ "$(sinfo -h -N -o '%N %t' 2>/dev/null | grep -v -E ' (down|unk|fail|futr)' | sort -u | wc -l)" -ge "$NODES" ]
+}
+
 start() {
   install_packages
-  if controller_answers && nodes_idle; then log "already running ($STATE_DIR)"; return; fi
+  if controller_answers && nodes_responding; then log "already running ($STATE_DIR)"; return; fi
   stop_daemons
   rm -rf "$STATE_DIR"
   start_munge
