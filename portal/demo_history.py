@@ -40,21 +40,49 @@ CLASSES = {"debug": (30, 300), "interactive": (60, 1200), "batch": (300, 7200)} 
 def history_seed(
     *, cluster: Cluster, now: datetime, days: int = 30, seed: int = 6, users: list[str] | None = None
 ) -> None:
-    """Fill the rollups for the last ``days`` and a live queue. Idempotent only on an empty cluster."""
+    """Fill the rollups for the last ``days`` and, on a cluster without workloads, a live queue.
+
+    On a cluster the scheduler already runs, only the hours before its first recorded rollup are
+    filled (a backfill), and its queue and watermarks are left alone.
+    """
     rng = random.Random(seed)
     leaves = _funded_leaves(cluster)
-    hours = [hour_floor(now) - HOUR * i for i in range(days * 24, -1, -1)]
+    live_since = _first_live_hour(cluster)
+    hours = [
+        h
+        for h in (hour_floor(now) - HOUR * i for i in range(days * 24, -1, -1))
+        if live_since is None or h < live_since
+    ]
     with transaction.atomic():
         _allocation_hours(cluster, leaves, hours, now, rng)
         _cluster_hours(cluster, hours, now, rng)
         _wait_hours(cluster, hours, rng)
-        _pending_days(cluster, leaves, hours, rng)
-        _queue(cluster, leaves, now, rng, users or ["researcher"])
-        RollupWatermark.objects.update_or_create(
-            cluster=cluster,
-            defaults={"sampled_at": now, "preempted_until": now, "last_run_id": _max_id(Run),
-                      "last_pass_id": _max_id(SchedulingPass), "last_utilisation_id": _max_id(UtilisationSample)},
-        )  # fmt: skip
+        _pending_days(
+            cluster,
+            leaves,
+            [h for h in hours if live_since is None or day_floor(h) < day_floor(live_since)],
+            rng,
+        )
+        if live_since is None and not Workload.objects.filter(cluster=cluster).exists():
+            _queue(cluster, leaves, now, rng, users or ["researcher"])
+            RollupWatermark.objects.update_or_create(
+                cluster=cluster,
+                defaults={"sampled_at": now, "preempted_until": now, "last_run_id": _max_id(Run),
+                          "last_pass_id": _max_id(SchedulingPass), "last_utilisation_id": _max_id(UtilisationSample)},
+            )  # fmt: skip
+
+
+def _first_live_hour(cluster: Cluster) -> datetime | None:
+    """The earliest hour the live scheduler (or an earlier seed) already wrote a rollup for."""
+    firsts = [
+        AllocationHour.objects.filter(cluster=cluster)
+        .order_by("hour")
+        .values_list("hour", flat=True)
+        .first(),
+        ClusterHour.objects.filter(cluster=cluster).order_by("hour").values_list("hour", flat=True).first(),
+    ]
+    known = [first for first in firsts if first is not None]
+    return min(known) if known else None
 
 
 def _max_id(model: type) -> int:

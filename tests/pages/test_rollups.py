@@ -102,3 +102,17 @@ def test_the_first_fold_starts_at_the_current_hour_not_at_the_beginning_of_histo
     _run(recent, start=NOW - timedelta(minutes=20), wait_s=7)
     rollups_fold(cluster_id=lab.main.pk, now=NOW)
     assert list(WaitHour.objects.values_list("workload_class", "count")) == [("debug", 1)]
+
+
+def test_seeding_history_twice_only_backfills_and_never_touches_a_live_queue(lab):
+    from portal.demo_history import history_seed
+
+    history_seed(cluster=lab.main, now=NOW, days=2)
+    hours, workloads = ClusterHour.objects.count(), Workload.objects.count()
+    history_seed(cluster=lab.main, now=NOW + timedelta(hours=1), days=2)
+    assert (
+        ClusterHour.objects.count() == hours + 0
+    )  # everything up to NOW already exists: nothing older to add
+    assert Workload.objects.count() == workloads
+    history_seed(cluster=lab.main, now=NOW, days=3)
+    assert ClusterHour.objects.count() == hours + 24  # one more day, before the first existing hour

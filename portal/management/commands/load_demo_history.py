@@ -11,15 +11,17 @@ from scheduling.models import Cluster
 
 
 class Command(BaseCommand):
-    help = "Seed the rollups and a live queue with plausible history for every cluster that has none."
+    help = (
+        "Seed the rollups with plausible history for every cluster (only the hours before the live "
+        "scheduler's first rollup), and a queue on clusters without workloads. Safe to run again."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--days", type=int, default=30)
 
     def handle(self, *args: object, days: int, **options: object) -> None:
         for cluster in Cluster.objects.order_by("name"):
-            if ClusterHour.objects.filter(cluster=cluster).exists():
-                self.stdout.write(f"{cluster.slug}: has history already, left alone")
-                continue
+            before = ClusterHour.objects.filter(cluster=cluster).count()
             history_seed(cluster=cluster, now=timezone.now(), days=days)
-            self.stdout.write(f"{cluster.slug}: {days} days of history seeded")
+            added = ClusterHour.objects.filter(cluster=cluster).count() - before
+            self.stdout.write(f"{cluster.slug}: {added} hours of history seeded before the live rollups")
