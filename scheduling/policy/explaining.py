@@ -19,6 +19,7 @@ class Explaining:
             return
         self.reservation = Reservation(workload.id, names, start_at)
         self.generation += 1
+        self.relief += 1
         self.reserved_workload = workload
         for name in names:
             spec = self.index.spec[name]

@@ -83,6 +83,7 @@ class _Pass(Preempting, Explaining):
         self.feasible: dict[Shape, bool] = {}
         self.fit_at_start: dict[Shape, bool] = {}
         self.generation = 0  # bumped whenever capacity, standing or the reservation changes
+        self.relief = 0  # bumped when GPUs may come free or the reservation changes (not on a start)
         self.pools: dict[tuple, tuple[int, object]] = {}  # victim orders and pools, per generation
         self.profile: ReleaseProfile | None = None
         self.touched: set[str] = set()  # nodes whose occupants changed since the profile was built
@@ -210,17 +211,19 @@ class _Pass(Preempting, Explaining):
         self.no_fit_reserved.clear()
         self.no_preempt.clear()
         self.generation += 1
+        self.relief += 1
         return self._make_queues(groups)
 
     def _walk(self, queues: list) -> None:
         """Walk the order, draining the head (allocation, user) queue until something starts.
 
         A workload like one that already failed (same shape, allocation and contract terms) fails
-        the same way until something changes (``generation``), so it reuses that outcome instead
-        of searching again; that keeps a pass over 100,000 pending workloads cheap.
+        the same way until GPUs may come free or the reservation changes (``relief``; a start
+        only takes GPUs), so it reuses that outcome instead of searching again; that keeps a pass
+        over 100,000 pending workloads cheap.
         """
-        failed: dict[tuple, tuple] = {}  # signature -> outcome key, valid for ``generation``
-        generation = self.generation
+        failed: dict[tuple, tuple] = {}  # signature -> outcome key, valid while ``relief`` holds
+        relief = self.relief  # a start only takes GPUs: what failed before still fails after it
         blocked = self.blocked
         append = blocked.append
         known = failed.get
@@ -249,9 +252,9 @@ class _Pass(Preempting, Explaining):
                         append((workload, key))
                         continue
                     started = self._consider(workload)
-                    if self.generation != generation:
+                    if self.relief != relief:
                         failed.clear()
-                        generation = self.generation
+                        relief = self.relief
                         start_at = self._reservation_start()
                     if started:
                         break

@@ -160,6 +160,7 @@ class Preempting:
         self.no_fit.clear()
         self.no_fit_reserved.clear()
         self.generation += 1
+        self.relief += 1
 
     def _requeue(self, victim: RunningWorkload) -> None:
         """A resumable victim is pending again at once, with its submit time, on the same GPU type:
