@@ -59,7 +59,7 @@ class Explaining:
         append = explained.append
         position = 0
         requeued, lookup, ident = self.requeued, resolved.get, id
-        for workload, key in self.blocked:  # the hot loop: reasons.make_reason, inlined
+        for workload, key in self.waiting():  # the hot loop: reasons.make_reason, inlined
             if requeued and workload.id in requeued:
                 continue
             position += 1

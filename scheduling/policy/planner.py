@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from operator import attrgetter
 from types import MappingProxyType
 
@@ -298,13 +298,17 @@ class _Pass(Preempting, Explaining):
         return not (self.config.contract and workload.funded and workload.protected_until > self.now)
 
     def _leave_untried(self, queue) -> None:
-        """Queue the rest unexamined: their reasons come from their shape and standing."""
-        append, fairshare, funded = self.blocked.append, self.fairshare, self.tree.funded
-        for allocation, items in queue.remaining_groups():
+        """Leave the rest unexamined: one entry for the whole tail, expanded (with reasons from
+        their shape and standing) only if this walk turns out to be the last one."""
+        self.blocked.append((None, list(queue.remaining_groups())))
+
+    def _untried(self, groups: list) -> Iterator[tuple[PendingWorkload, tuple]]:
+        fairshare, funded = self.fairshare, self.tree.funded
+        for allocation, items in groups:
             if fairshare and allocation not in funded:
                 key = self.keys.setdefault(("unfunded", allocation), ("unfunded", allocation))
                 for workload in items:
-                    append((workload, key))
+                    yield workload, key
                 continue
             keys: dict[tuple, tuple] = {}
             for workload in items:
@@ -313,7 +317,15 @@ class _Pass(Preempting, Explaining):
                 if key is None:
                     key = ("capacity", shape, allocation)
                     key = keys[shape] = self.keys.setdefault(key, key)
-                append((workload, key))
+                yield workload, key
+
+    def waiting(self) -> Iterator[tuple[PendingWorkload, tuple]]:
+        """(workload, outcome key) for everything still pending, in the final walk's order."""
+        for workload, key in self.blocked:
+            if workload is None:
+                yield from self._untried(key)
+            else:
+                yield workload, key
 
     def _consider(self, workload: PendingWorkload) -> bool:
         """Start ``workload`` (possibly by preempting) or record why it waits; True if it started."""
