@@ -51,21 +51,60 @@ class Explaining:
 
     # -- explain -------------------------------------------------------------------------------
     def _explain(self) -> tuple:
+        """One reason per pending workload, in the final walk's order (held work last)."""
         self.first_seen: dict[str, int] = {}
-        resolved: dict[int, reasons.Outcome] = {}  # by id(key): shared keys are the same object
+        self.resolved: dict[int, reasons.Outcome] = {}  # by id(key): equal keys are one object
+        explained: list[PendingReason] = []
+        start = 0
+        for at, (workload, key) in enumerate(self.blocked):
+            if workload is None:  # an untried tail: key holds its (allocation, queue) groups
+                self._explain_group(None, self.blocked[start:at], explained)
+                for allocation, items in key:
+                    self._explain_group(allocation, items, explained)
+                start = at + 1
+        self._explain_group(None, self.blocked[start:], explained)
+        for workload in self.held:
+            explained.append(reasons.make_reason(workload.id, reasons.held(workload), len(explained) + 1))
+        return tuple(explained)
+
+    def _explain_group(self, allocation: str | None, items, explained: list) -> None:
+        """Append reasons for ``items``: (workload, key) pairs, or, with an ``allocation``, untried
+        workloads whose key comes from their shape. The hot loops: ``reasons.make_reason`` inlined."""
         set_id, set_code, set_params, set_message, set_position, set_estimate = reasons.SLOT_SETTERS
-        new, cls = object.__new__, PendingReason
-        explained = []
-        append = explained.append
-        position = 0
-        requeued, lookup, ident = self.requeued, resolved.get, id
-        for workload, key in self.waiting():  # the hot loop: reasons.make_reason, inlined
+        new, cls, append = object.__new__, PendingReason, explained.append
+        requeued, resolved, position = self.requeued, self.resolved, len(explained)
+        if allocation is None:
+            for workload, key in items:
+                if requeued and workload.id in requeued:
+                    continue
+                position += 1
+                outcome = resolved.get(id(key))
+                if outcome is None:
+                    outcome = resolved[id(key)] = self._resolve(key, position)
+                reason = new(cls)
+                set_id(reason, workload.id)
+                set_code(reason, outcome[0])
+                set_params(reason, outcome[1])
+                set_message(reason, outcome[2])
+                set_position(reason, position)
+                set_estimate(reason, outcome[3])
+                append(reason)
+            return
+        unfunded = self.fairshare and allocation not in self.tree.funded
+        by_shape: dict[tuple, reasons.Outcome] = {}
+        for workload in items:
             if requeued and workload.id in requeued:
                 continue
             position += 1
-            outcome = lookup(ident(key))
+            shape = (workload.gpus, workload.gpus_per_node, workload.gpu_type)
+            outcome = by_shape.get(shape)
             if outcome is None:
-                outcome = resolved[ident(key)] = self._resolve(key, position)
+                key = ("unfunded", allocation) if unfunded else ("capacity", shape, allocation)
+                key = self.keys.setdefault(key, key)
+                outcome = resolved.get(id(key))
+                if outcome is None:
+                    outcome = resolved[id(key)] = self._resolve(key, position)
+                by_shape[shape] = outcome
             reason = new(cls)
             set_id(reason, workload.id)
             set_code(reason, outcome[0])
@@ -74,10 +113,6 @@ class Explaining:
             set_position(reason, position)
             set_estimate(reason, outcome[3])
             append(reason)
-        for workload in self.held:
-            position += 1
-            append(reasons.make_reason(workload.id, reasons.held(workload), position))
-        return tuple(explained)
 
     def _resolve(self, key: tuple, position: int) -> reasons.Outcome:
         if key[0] == "check_protected":

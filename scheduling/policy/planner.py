@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from operator import attrgetter
 from types import MappingProxyType
 
@@ -301,31 +301,6 @@ class _Pass(Preempting, Explaining):
         """Leave the rest unexamined: one entry for the whole tail, expanded (with reasons from
         their shape and standing) only if this walk turns out to be the last one."""
         self.blocked.append((None, list(queue.remaining_groups())))
-
-    def _untried(self, groups: list) -> Iterator[tuple[PendingWorkload, tuple]]:
-        fairshare, funded = self.fairshare, self.tree.funded
-        for allocation, items in groups:
-            if fairshare and allocation not in funded:
-                key = self.keys.setdefault(("unfunded", allocation), ("unfunded", allocation))
-                for workload in items:
-                    yield workload, key
-                continue
-            keys: dict[tuple, tuple] = {}
-            for workload in items:
-                shape = (workload.gpus, workload.gpus_per_node, workload.gpu_type)
-                key = keys.get(shape)
-                if key is None:
-                    key = ("capacity", shape, allocation)
-                    key = keys[shape] = self.keys.setdefault(key, key)
-                yield workload, key
-
-    def waiting(self) -> Iterator[tuple[PendingWorkload, tuple]]:
-        """(workload, outcome key) for everything still pending, in the final walk's order."""
-        for workload, key in self.blocked:
-            if workload is None:
-                yield from self._untried(key)
-            else:
-                yield workload, key
 
     def _consider(self, workload: PendingWorkload) -> bool:
         """Start ``workload`` (possibly by preempting) or record why it waits; True if it started."""
