@@ -224,5 +224,7 @@ class Explaining:
         return self.profile
 
     def _node_size(self, shape: Shape) -> int:
-        sizes = [size for kind, found in self.sizes.items() if shape[2] in (None, kind) for size in found]
+        sizes = [
+            size for kind, found in self.sizes.items() if shape[2] in (None, kind) for size in found
+        ]  # keys
         return max(sizes, default=0)

@@ -153,9 +153,10 @@ class _Pass(Preempting, Explaining):
                 self.candidates.setdefault((workload.allocation, workload.funded), []).append(workload)
         for running in self.candidates.values():
             running.sort(key=self._work_lost)
-        self.sizes = {}
+        self.sizes: dict[str, dict[int, int]] = {}  # gpu type -> node size -> healthy nodes
         for node in healthy:
-            self.sizes.setdefault(node.gpu_type, []).append(node.gpus)
+            by_size = self.sizes.setdefault(node.gpu_type, {})
+            by_size[node.gpus] = by_size.get(node.gpus, 0) + 1
         self.gpu_types = {node.name: node.gpu_type for node in self.snapshot.nodes}
         self.start_index = self.index.copy()  # what was free before this pass took anything
 
@@ -417,21 +418,29 @@ class _Pass(Preempting, Explaining):
                 self.used[path] += workload.gpus
 
 
-def _fits_inventory(shape: Shape, sizes: dict[str, list[int]]) -> bool:
-    """Could ``shape`` ever fit the healthy nodes (all of them free)?"""
+def _fits_inventory(shape: Shape, sizes: dict[str, dict[int, int]]) -> bool:
+    """Could ``shape`` ever fit the healthy nodes (all of them free)? ``sizes``: type -> size -> count."""
     gpus, per_node, gpu_type = shape
     if gpus <= 0:
         return False
-    found = [size for kind, kinds in sizes.items() if gpu_type in (None, kind) for size in kinds]
+    found = [
+        (size, count)
+        for kind, by_size in sizes.items()
+        if gpu_type in (None, kind)
+        for size, count in by_size.items()
+    ]
     if per_node is not None and per_node < gpus:
-        return gpus % per_node == 0 and sum(1 for size in found if size >= per_node) >= gpus // per_node
-    if any(size >= gpus for size in found):
+        return (
+            gpus % per_node == 0
+            and sum(count for size, count in found if size >= per_node) >= gpus // per_node
+        )
+    if any(size >= gpus for size, _ in found):
         return True
     if per_node is not None:
         return False
-    for kind, kinds in sizes.items():
-        if gpu_type in (None, kind):
-            for size in set(kinds):
-                if gpus % size == 0 and kinds.count(size) >= gpus // size:
-                    return True
-    return False
+    return any(
+        size and gpus % size == 0 and count >= gpus // size
+        for kind, by_size in sizes.items()
+        if gpu_type in (None, kind)
+        for size, count in by_size.items()
+    )
