@@ -224,7 +224,8 @@ class Explaining:
         return self.profile
 
     def _node_size(self, shape: Shape) -> int:
-        sizes = [
-            size for kind, found in self.sizes.items() if shape[2] in (None, kind) for size in found
-        ]  # keys
-        return max(sizes, default=0)
+        """The largest node size of the shape's GPU type (any type for None)."""
+        return max(
+            (size for kind, by_size in self.sizes.items() if shape[2] in (None, kind) for size in by_size),
+            default=0,
+        )
