@@ -15,6 +15,7 @@ phase 1: every pending workload gets the reason BACKEND_UNAVAILABLE and nothing 
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -51,6 +52,23 @@ class PassOutcome:
 
 
 @contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Hold the cyclic garbage collector during a pass.
+
+    A pass builds ~100,000 small objects (snapshot rows, reasons) that reference counting frees on
+    its own; left on, the collector re-scans that growing heap again and again and costs a third
+    of a large pass. Cycles made meanwhile are collected at the next collection after the pass.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@contextmanager
 def phase(record: SchedulingPass, name: str) -> Iterator[None]:
     """Time one phase into ``record.<name>_ms`` (also when it raises)."""
     started = time.perf_counter()
@@ -76,7 +94,8 @@ def run_pass(
         now = now or timezone.now()
         backend = backend or backend_for(cluster, clock=now.timestamp)
         record = _pass_begin(cluster=cluster, now=now)
-        _pass_run(record, cluster=cluster, backend=backend, planner=planner or plan, now=now)
+        with cyclic_gc_paused():
+            _pass_run(record, cluster=cluster, backend=backend, planner=planner or plan, now=now)
         return PassOutcome(ran=True, pass_id=record.pk, status=record.status)
 
 

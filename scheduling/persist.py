@@ -209,13 +209,8 @@ def _stored_reasons(cluster: Cluster) -> dict[int, tuple]:
 
 
 def _stored(reason: PolicyReason) -> tuple:
-    estimated = reason.estimated_start
-    return (
-        str(reason.code),
-        reason.message,
-        reason.position,
-        float(estimated) if estimated is not None else None,
-    )
+    # ReasonCode is a str: it compares equal to the code read back from the database.
+    return (reason.code, reason.message, reason.position, reason.estimated_start)
 
 
 def _row(reason: PolicyReason, cleaned: dict[int, dict], now: datetime) -> PendingReason:
