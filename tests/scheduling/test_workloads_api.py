@@ -6,6 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from scheduling.models import Decision, PendingReason, Workload, WorkloadState
+from scheduling.policy import ReasonCode
 
 URL = "/api/v1/workloads/"
 
@@ -170,3 +171,24 @@ def test_cancelling_twice_is_a_conflict_not_a_crash(lab):
 
 def test_an_unknown_workload_is_a_404(lab):
     assert client_for(lab.bob).get(f"{URL}999999/").status_code == 404
+
+
+def test_after_a_pass_the_detail_explains_a_queued_workload_and_shows_the_running_ones_run(lab):
+    from scheduling.passes import run_pass
+
+    big = _submit(lab, lab.oscar, allocation="lab/language", gpus=32, min_runtime_s=3600)
+    queued = _submit(lab, lab.bob, gpus=8)
+    assert run_pass(cluster_id=lab.main.pk).ran
+    client = client_for(lab.charlie)
+    waiting = client.get(f"{URL}{queued}/").json()
+    assert waiting["state"] == "pending"
+    assert waiting["pending_reason"]["position"] == 1
+    assert waiting["pending_reason"]["code"] in {
+        "PROTECTED_WORK",
+        "WAITING_FOR_GPUS",
+        "RESERVED_FOR_LARGER_JOB",
+    }
+    assert waiting["pending_reason"]["message"]
+    running = client.get(f"{URL}{big}/").json()
+    assert running["state"] == "running" and running["pending_reason"] is None
+    assert running["runs"][0]["attempt"] == 1 and running["runs"][0]["ended_at"] is None
