@@ -168,4 +168,4 @@ class Plan:
     reservations: tuple[Reservation, ...]
     reasons: tuple[PendingReason, ...]
     fair_share: Mapping[AllocationPath, float]  # fair-share ratio (usage share / budget share) now
-    timings_ms: Mapping[str, float]  # per phase: rank, admit, preempt, reserve, explain
+    timings_ms: Mapping[str, float]  # per phase, ms: rank, index, admit, preempt, reserve, explain
