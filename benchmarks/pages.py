@@ -243,9 +243,10 @@ FROM {_HOURS}
 """
 
 _WAIT_HOURS = f"""
-INSERT INTO portal_waithour (cluster_id, workload_class, hour, count, total_wait_s, histogram)
-SELECT %(cluster)s, c, h, 40, 40 * 600,
-  jsonb_build_array(2, 3, 4, 5, 6, 6, 5, 3, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0)
+INSERT INTO portal_waithour (cluster_id, workload_class, hour, count, total_wait_s,
+  bin_00, bin_01, bin_02, bin_03, bin_04, bin_05, bin_06, bin_07, bin_08, bin_09, bin_10, bin_11, bin_12, bin_13,
+  bin_14, bin_15, bin_16, bin_17)
+SELECT %(cluster)s, c, h, 40, 40 * 600, 2, 3, 4, 5, 6, 6, 5, 3, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0
 FROM unnest(ARRAY['debug','interactive','batch']) c, {_HOURS}
 """
 

@@ -18,7 +18,15 @@ from django.db import transaction
 
 from budgets.models import BudgetNode
 from budgets.selectors import budget_tree
-from portal.models import WAIT_EDGES_S, ClusterHour, PendingCause, PendingDay, RollupWatermark, WaitHour
+from portal.models import (
+    WAIT_BIN_FIELDS,
+    WAIT_EDGES_S,
+    ClusterHour,
+    PendingCause,
+    PendingDay,
+    RollupWatermark,
+    WaitHour,
+)
 from portal.rollups import day_floor, wait_bin
 from scheduling.accounting import HOUR, hour_floor
 from scheduling.models import (
@@ -161,7 +169,7 @@ def _wait_hours(cluster: Cluster, hours: list[datetime], rng: random.Random) -> 
             for wait_s in waits:
                 histogram[wait_bin(wait_s)] += 1
             rows.append(WaitHour(cluster=cluster, workload_class=workload_class, hour=hour, count=count,
-                                 total_wait_s=sum(waits), histogram=histogram))  # fmt: skip
+                                 total_wait_s=sum(waits), **dict(zip(WAIT_BIN_FIELDS, histogram, strict=True))))  # fmt: skip
     WaitHour.objects.bulk_create(rows, batch_size=2000)
 
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from django.db.models import Aggregate, F, Max, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay
 
-from portal.models import WAIT_EDGES_S, ClusterHour, WaitHour
+from portal.models import WAIT_BIN_FIELDS, WAIT_EDGES_S, ClusterHour, WaitHour
 from scheduling.accounting import HOUR, hour_floor
 from scheduling.models import AllocationHour, Cluster, Node, Run
 
@@ -274,12 +274,20 @@ class WaitReport:
 def wait_report(*, cluster: Cluster, now: datetime, days: int) -> WaitReport:
     """p50/p90 wait per workload class over the period and per bucket; preemptions and loss."""
     start, end = period_bounds(now=now, days=days)
-    histograms: dict[str, dict[datetime, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for workload_class, hour, histogram in WaitHour.objects.filter(
-        cluster=cluster, hour__gte=start, hour__lt=end
-    ).values_list("workload_class", "hour", "histogram"):
-        bucket = histograms[workload_class][bucket_start(hour, days=days)]
-        bucket[:] = merge_histograms([bucket, histogram]) if bucket else list(histogram)
+    histograms: dict[str, dict[datetime, list[int]]] = defaultdict(dict)
+    hours = WaitHour.objects.filter(cluster=cluster, hour__gte=start, hour__lt=end)
+    bucket = TruncDay("hour", tzinfo=UTC) if days > 30 else F("hour")
+    rows = (
+        hours.annotate(bucket=bucket)
+        .values_list("workload_class", "bucket")
+        .annotate(*(Sum(name) for name in WAIT_BIN_FIELDS))
+        .order_by("workload_class", "bucket")
+    )
+    for workload_class, moment, *counts in rows:
+        per_bucket = histograms[workload_class]
+        key = bucket_start(moment, days=days)
+        previous = per_bucket.get(key)
+        per_bucket[key] = [a + b for a, b in zip(previous, counts, strict=True)] if previous else counts
     preempted = _preemption_series(cluster=cluster, start=start, end=end, days=days)
     x = sorted({moment for per_class in histograms.values() for moment in per_class} | set(preempted))
     return WaitReport(

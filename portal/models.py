@@ -59,15 +59,22 @@ class ClusterHour(models.Model):
         return f"{self.cluster_id} {self.hour:%Y-%m-%d %H}:00"
 
 
+# One integer column per histogram bin, so a 90-day view sums them per day in the database.
+WAIT_BIN_FIELDS: tuple[str, ...] = tuple(f"bin_{index:02d}" for index in range(len(WAIT_EDGES_S)))
+
+
 class WaitHour(models.Model):
-    """Waits of the runs that started in one hour, per cluster and workload class, as a histogram."""
+    """Waits of the runs that started in one hour, per cluster and workload class, as a histogram:
+    ``bin_NN`` counts the waits in [WAIT_EDGES_S[NN], WAIT_EDGES_S[NN + 1])."""
 
     cluster = models.ForeignKey("scheduling.Cluster", on_delete=models.CASCADE, related_name="wait_hours")
     workload_class = models.CharField(max_length=20)
     hour = models.DateTimeField()
     count = models.PositiveIntegerField(default=0)
     total_wait_s = models.FloatField(default=0.0)
-    histogram = models.JSONField(default=list)  # counts per bin of WAIT_EDGES_S
+    for _field in WAIT_BIN_FIELDS:
+        locals()[_field] = models.PositiveIntegerField(default=0)
+    del _field
 
     class Meta:
         ordering = ["cluster_id", "hour", "workload_class"]
@@ -80,6 +87,16 @@ class WaitHour(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster_id} {self.workload_class} {self.hour:%Y-%m-%d %H}:00"
+
+    @property
+    def histogram(self) -> list[int]:
+        return [getattr(self, name) for name in WAIT_BIN_FIELDS]
+
+    def add_wait(self, wait_s: float, bin_index: int) -> None:
+        name = WAIT_BIN_FIELDS[bin_index]
+        setattr(self, name, getattr(self, name) + 1)
+        self.count += 1
+        self.total_wait_s += wait_s
 
 
 class PendingCause(models.TextChoices):

@@ -18,7 +18,15 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.db.models import Max, Q, QuerySet, Sum
 
-from portal.models import WAIT_EDGES_S, ClusterHour, PendingCause, PendingDay, RollupWatermark, WaitHour
+from portal.models import (
+    WAIT_BIN_FIELDS,
+    WAIT_EDGES_S,
+    ClusterHour,
+    PendingCause,
+    PendingDay,
+    RollupWatermark,
+    WaitHour,
+)
 from scheduling.accounting import hour_floor, hour_slices
 from scheduling.models import (
     EndReason,
@@ -212,14 +220,12 @@ def _add_wait_hours(cluster_id: int, waits: dict[tuple[str, datetime], list[floa
     changed, created = [], []
     for (workload_class, hour), values in waits.items():
         row = existing.get((workload_class, hour)) or WaitHour(
-            cluster_id=cluster_id, workload_class=workload_class, hour=hour, histogram=[0] * len(WAIT_EDGES_S)
+            cluster_id=cluster_id, workload_class=workload_class, hour=hour
         )
         for wait_s in values:
-            row.histogram[wait_bin(wait_s)] += 1
-        row.count += len(values)
-        row.total_wait_s += sum(values)
+            row.add_wait(wait_s, wait_bin(wait_s))
         (changed if row.pk else created).append(row)
-    WaitHour.objects.bulk_update(changed, ["count", "total_wait_s", "histogram"], batch_size=500)
+    WaitHour.objects.bulk_update(changed, ["count", "total_wait_s", *WAIT_BIN_FIELDS], batch_size=500)
     WaitHour.objects.bulk_create(created, batch_size=500)
 
 
