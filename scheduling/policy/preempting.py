@@ -85,7 +85,7 @@ class Preempting:
         allowed = self._allowed_allocations(workload)
         groups = []
         for (allocation, funded), running in self.candidates.items():
-            verdict = allowed.get(allocation) if funded else True
+            verdict = allowed.get(allocation) if funded or not self.fairshare else True
             if running and verdict is not None:
                 groups.append((self._tier(allocation, funded), allocation, funded, verdict, running))
         groups.sort(key=lambda group: group[:3])

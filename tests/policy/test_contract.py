@@ -177,3 +177,9 @@ def test_a_gang_that_names_the_node_size_as_its_gpus_per_node_preempts_whole_nod
     result = plan(state, NOW, PolicyConfig())
     assert [start.placement for start in result.starts] == [(("n0", 8), ("n1", 8))]
     assert sorted(p.workload_id for p in result.preemptions) == [10, 11]
+
+
+def test_priority_ordering_does_not_preempt_unfunded_work_of_an_equal_class():
+    run = [running(10, "org/free", {"n0": 8}, funded=False, priority=2)]
+    state = snapshot(TREE, nodes(1), run=run, queue=[pending(1, "org/a", 8, priority=2)])
+    assert plan(state, NOW, PolicyConfig(ordering="priority", contract=False)).preemptions == ()

@@ -87,6 +87,7 @@ def snapshots(draw):
                 funded=is_funded,
                 expected_end=draw(st.sampled_from([None, started + 3 * HOUR])),
                 submitted_at=started - 60,
+                priority=draw(st.integers(0, 2)),
             )
         )
     pending = [
@@ -102,6 +103,7 @@ def snapshots(draw):
             resumable=draw(st.booleans()),
             max_runtime_s=draw(st.sampled_from([None, 1800.0, 5 * HOUR])),
             held=draw(st.integers(0, 9)) == 0,
+            priority=draw(st.integers(0, 2)),
         )
         for i in range(1, draw(st.integers(0, 10)) + 1)
     ]
@@ -271,3 +273,19 @@ def test_when_only_one_of_two_fits_the_allocation_further_under_its_share_starts
     a, b = standing(b1, u1), standing(b2, u2)
     expected = 1 if a >= b else 2  # ties: larger S, then the name ("org/a")
     assert [start.workload_id for start in result.starts] == [expected]
+
+
+@given(snapshots())
+@SETTINGS
+def test_in_the_priority_world_only_a_strictly_higher_class_preempts(state):
+    result = plan(state, NOW, PolicyConfig(ordering="priority", contract=False))
+    running = {workload.id: workload for workload in state.running}
+    pending = startable(state, result)
+    for preemption in result.preemptions:
+        assert running[preemption.workload_id].priority < pending[preemption.preemptor_id].priority
+
+
+@given(snapshots())
+@SETTINGS
+def test_fifo_never_preempts(state):
+    assert plan(state, NOW, PolicyConfig(ordering="fifo", contract=False)).preemptions == ()
