@@ -20,6 +20,11 @@ from scheduling.models import Cluster, Decision, Run, SchedulingPass, Workload, 
 
 QUEUE_LIMIT = 200
 QUEUE_FILTERS = ("allocation", "user", "class", "reason")
+QUEUE_FIELDS = (
+    "id", "cluster_id", "name", "user_name", "gpus", "workload_class", "state", "queued_at", "submitted_at",
+    "allocation__path", "pending_reason__code", "pending_reason__message", "pending_reason__position",
+    "pending_reason__estimated_start",
+)  # fmt: skip
 
 
 # --- the queue ---------------------------------------------------------------------------------------
@@ -35,8 +40,10 @@ def clean_queue_filters(params: Mapping[str, str]) -> dict[str, str]:
 
 def queue_rows(*, cluster: Cluster, filters: Mapping[str, str]) -> QuerySet[Workload]:
     """Pending workloads in scheduling order, filtered; an allocation filter includes its subtree."""
-    queryset = Workload.objects.filter(cluster=cluster, state=WorkloadState.PENDING).select_related(
-        "allocation", "pending_reason"
+    queryset = (
+        Workload.objects.filter(cluster=cluster, state=WorkloadState.PENDING)
+        .select_related("allocation", "pending_reason")
+        .only(*QUEUE_FIELDS)  # no JSON metadata or reason params decoded per row
     )
     if allocation := filters.get("allocation"):
         queryset = queryset.filter(allocation__path__startswith=allocation.rstrip("/"))
