@@ -18,10 +18,8 @@ import heapq
 import math
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 from scheduling.policy import (
-    BudgetNodeSpec,
     ClusterNodeSpec,
     PendingWorkload,
     Plan,
@@ -77,16 +75,6 @@ class JobState:
         self.requeue_waits: list[float] = []
         self.preempted = 0  # times it was preempted inside the measured period
         self.lost_gpu_s = 0.0  # GPU-seconds of its work those preemptions threw away
-
-
-def _tree_for(config: PolicyConfig, tree: tuple[BudgetNodeSpec, ...]) -> tuple[BudgetNodeSpec, ...]:
-    """The tree the policy sees. The old worlds ("priority", "fifo") had no budgets, so nothing in
-    them is "unfunded": every allocation is just an account, and only classes and submit order
-    count. (Budget 0 would make the policy treat that work as always preemptible.) The metrics
-    still use the real budgets."""
-    if config.ordering == "fairshare":
-        return tree
-    return tuple(replace(spec, budget=spec.budget or 1e-9) for spec in tree)
 
 
 def _pending_workload(spec: SimJob) -> PendingWorkload:
@@ -151,7 +139,6 @@ class Engine:
         self.next_pass: float | None = None
         self.last_pass_at = -math.inf
         self.node_tuple: tuple[ClusterNodeSpec, ...] = inputs.cluster_nodes
-        self.policy_tree = _tree_for(config, inputs.tree)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -444,7 +431,7 @@ class Engine:
         now, usage = self.now, self.usage
         return Snapshot(
             cluster=self.inputs.name,
-            tree=self.policy_tree,
+            tree=self.inputs.tree,
             nodes=self.node_tuple,
             running=tuple(self.running.values()),
             pending=tuple(self.pending.values()),
