@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from django.core.cache import cache
 from django.db.models import Count, F, QuerySet, Sum
 
 from budgets.models import Allocation, BudgetNode
@@ -248,6 +249,26 @@ def start_options(*, workload: Workload, now: datetime) -> list[StartOption]:
         )
         for option in options
     ]
+
+
+def start_options_for_pass(*, workload: Workload, now: datetime) -> list[StartOption]:
+    """:func:`start_options`, remembered until the cluster's next pass.
+
+    The answer only changes when a pass changes the cluster, so people reloading the page (or many
+    people looking at one job) cost one set of re-plans per pass, not one per view.
+    """
+    latest = (
+        SchedulingPass.objects.filter(cluster_id=workload.cluster_id, finished_at__isnull=False)
+        .order_by("-started_at", "-id")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    key = f"start-options:{workload.pk}:{latest}"
+    options = cache.get(key)
+    if options is None:
+        options = start_options(workload=workload, now=now)
+        cache.set(key, options, timeout=max(workload.cluster.pass_interval_s * 6, 60))
+    return options
 
 
 def options_snapshot(*, cluster: Cluster, now: datetime):  # noqa: ANN201 - (Snapshot, PolicyConfig)

@@ -64,5 +64,5 @@ def workload(request: HttpRequest, workload_id: int) -> HttpResponse:
 @require_GET
 def workload_options(request: HttpRequest, workload_id: int) -> HttpResponse:
     item = workload_get_for_user(user=request.user, workload_id=workload_id)
-    options = reports.start_options(workload=item, now=timezone.now())
+    options = reports.start_options_for_pass(workload=item, now=timezone.now())
     return render(request, "scheduling/_options.html", {"options": options, "w": item})

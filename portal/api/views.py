@@ -107,7 +107,11 @@ def why_pending(request: Request, workload_id: int) -> Response:
 def start_options(request: Request, workload_id: int) -> Response:
     workload = workload_get_for_user(user=request.user, workload_id=workload_id)
     return Response(
-        {"options": serializers.options_json(reports.start_options(workload=workload, now=timezone.now()))}
+        {
+            "options": serializers.options_json(
+                reports.start_options_for_pass(workload=workload, now=timezone.now())
+            )
+        }
     )
 
 

@@ -79,3 +79,11 @@ def client_for(user) -> Client:  # noqa: ANN001
     client = Client()
     client.force_login(user)
     return client
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    """Start options are cached per (workload, pass); ids repeat between tests on SQLite."""
+    from django.core.cache import cache
+
+    cache.clear()

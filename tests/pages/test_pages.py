@@ -283,3 +283,20 @@ def test_a_cluster_without_history_says_so_instead_of_drawing_empty_charts(lab, 
     assert "No history for this period yet" in page
     assert "Plotly.newPlot" not in page
     assert "75.0%" in page  # availability now comes from the nodes themselves
+
+
+def test_the_options_are_computed_once_per_pass(history, frozen_now, django_assert_num_queries):
+    from django.core.cache import cache
+
+    from scheduling.models import SchedulingPass
+
+    cache.clear()
+    workload = history.bob_pending.last()
+    client = client_for(history.bob)
+    first = client.get(f"/api/v1/workloads/{workload.pk}/start-options/").json()
+    with django_assert_num_queries(4):  # session, user, workload, latest pass: no snapshot read
+        assert client.get(f"/api/v1/workloads/{workload.pk}/start-options/").json() == first
+    SchedulingPass.objects.create(cluster=history.main, started_at=NOW, finished_at=NOW)
+    with CaptureQueriesContext(connection) as after_a_pass:
+        client.get(f"/api/v1/workloads/{workload.pk}/start-options/")
+    assert len(after_a_pass.captured_queries) > 4, "a new pass re-plans"
