@@ -131,6 +131,28 @@ class PendingDay(models.Model):
         return f"{self.allocation_id} {self.cause} {self.day:%Y-%m-%d}"
 
 
+class ReasonChange(models.Model):
+    """A pending workload's reason code changed (the history behind "why is my job pending?").
+
+    ``PendingReason`` keeps only the latest answer; the fold records each new code with the
+    sentence it came with, so the workload page can show how the answer evolved.
+    """
+
+    workload = models.ForeignKey(
+        "scheduling.Workload", on_delete=models.CASCADE, related_name="reason_changes"
+    )
+    at = models.DateTimeField()
+    code = models.CharField(max_length=40)
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["workload_id", "-at", "-id"]
+        indexes = [models.Index(fields=["workload", "-at"], name="reason_change_workload_at")]
+
+    def __str__(self) -> str:
+        return f"{self.workload_id} {self.code} at {self.at}"
+
+
 class RollupWatermark(models.Model):
     """How far each cluster's history has been folded into the rollups above."""
 

@@ -16,7 +16,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Max, Q, QuerySet, Sum
+from django.db.models import F, Max, OuterRef, Q, QuerySet, Subquery, Sum
 
 from portal.models import (
     WAIT_BIN_FIELDS,
@@ -24,6 +24,7 @@ from portal.models import (
     ClusterHour,
     PendingCause,
     PendingDay,
+    ReasonChange,
     RollupWatermark,
     WaitHour,
 )
@@ -74,6 +75,7 @@ def rollups_fold(*, cluster_id: int, now: datetime) -> None:
             since = max(mark.sampled_at or now, now - MAX_GAP)
             _sample_health(cluster_id, since, now, hours)
             _sample_pending(cluster_id, since, now)
+            _record_reason_changes(cluster_id, now)
             mark.sampled_at = now
         mark.last_run_id = _fold_runs(cluster_id, mark.last_run_id)
         _fold_preemptions(cluster_id, mark.preempted_until or now, now, hours)
@@ -123,6 +125,25 @@ def _sample_pending(cluster_id: int, since: datetime, now: datetime) -> None:
         for hour, seconds in hour_slices(since, now):
             deltas[(allocation_id, day_floor(hour), cause)] += gpus * seconds
     _add_pending_days(cluster_id, deltas)
+
+
+def _record_reason_changes(cluster_id: int, now: datetime) -> None:
+    """One row per pending workload whose reason code differs from the last one recorded for it."""
+    last_code = (
+        ReasonChange.objects.filter(workload_id=OuterRef("workload_id"))
+        .order_by("-at", "-id")
+        .values("code")[:1]
+    )
+    rows = (
+        PendingReason.objects.filter(workload__cluster_id=cluster_id, workload__state=WorkloadState.PENDING)
+        .annotate(last_code=Subquery(last_code))
+        .filter(Q(last_code__isnull=True) | ~Q(last_code=F("code")))  # a NULL never compares unequal
+        .values_list("workload_id", "code", "message")
+    )
+    ReasonChange.objects.bulk_create(
+        [ReasonChange(workload_id=w, at=now, code=code, message=message) for w, code, message in rows],
+        batch_size=1000,
+    )
 
 
 def _fold_runs(cluster_id: int, last_id: int) -> int:

@@ -108,6 +108,7 @@ class WorkloadDetail:
     decisions: list[Decision]
     open_run: Run | None
     comparison: FairTreeComparison | None
+    reason_changes: list = field(default_factory=list)  # portal.ReasonChange, newest first
 
 
 def workload_detail(*, workload: Workload, now: datetime) -> WorkloadDetail:
@@ -117,7 +118,8 @@ def workload_detail(*, workload: Workload, now: datetime) -> WorkloadDetail:
     comparison = None
     if workload.state == WorkloadState.PENDING and workload.allocation_id:
         comparison = fair_tree_comparison(workload=workload, now=now)
-    return WorkloadDetail(workload, runs, decisions, open_run, comparison)
+    reason_changes = list(workload.reason_changes.order_by("-at", "-id")[:50])
+    return WorkloadDetail(workload, runs, decisions, open_run, comparison, reason_changes)
 
 
 def first_shared_ancestor(mine: str, theirs: str) -> tuple[str, str, str]:

@@ -156,6 +156,7 @@ def why_pending_json(d: WorkloadDetail, *, now: datetime) -> dict:
             for r in d.runs
         ],  # fmt: skip
         "decisions": [{"at": iso(x.created_at), "kind": x.kind, "reason": x.reason} for x in d.decisions],
+        "reason_history": [{"at": iso(c.at), "code": c.code, "reason": c.message} for c in d.reason_changes],
     }
 
 

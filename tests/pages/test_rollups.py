@@ -9,7 +9,7 @@ import pytest
 from portal.models import ClusterHour, PendingDay, WaitHour
 from portal.rollups import rollups_fold
 from scheduling.models import EndReason, PendingReason, Run, SchedulingPass, UtilisationSample, Workload
-from tests.pages.conftest import NOW
+from tests.pages.conftest import NOW, client_for
 
 
 def _workload(lab, **fields) -> Workload:  # noqa: ANN001
@@ -116,3 +116,28 @@ def test_seeding_history_twice_only_backfills_and_never_touches_a_live_queue(lab
     assert Workload.objects.count() == workloads
     history_seed(cluster=lab.main, now=NOW, days=3)
     assert ClusterHour.objects.count() == hours + 24  # one more day, before the first existing hour
+
+
+def test_a_pending_workload_gets_a_reason_history_entry_each_time_its_code_changes(folded_once):
+    from portal.models import ReasonChange
+
+    lab = folded_once
+    workload = _workload(lab)
+    reason = PendingReason.objects.create(
+        workload=workload, code="FAIR_SHARE_QUEUED", message="3 ahead", updated_at=NOW
+    )
+    rollups_fold(cluster_id=lab.main.pk, now=NOW)
+    PendingReason.objects.filter(pk=reason.pk).update(message="2 ahead")  # same code: not a change
+    rollups_fold(cluster_id=lab.main.pk, now=NOW + timedelta(minutes=1))
+    PendingReason.objects.filter(pk=reason.pk).update(code="FRAGMENTED", message="12 GPUs free on 5 nodes")
+    rollups_fold(cluster_id=lab.main.pk, now=NOW + timedelta(minutes=2))
+    assert list(ReasonChange.objects.order_by("at").values_list("code", "message")) == [
+        ("FAIR_SHARE_QUEUED", "3 ahead"),
+        ("FRAGMENTED", "12 GPUs free on 5 nodes"),
+    ]
+    api = client_for(lab.bob).get(f"/api/v1/workloads/{workload.pk}/why-pending/").json()
+    assert [entry["code"] for entry in api["reason_history"]] == ["FRAGMENTED", "FAIR_SHARE_QUEUED"]
+    assert (
+        "12 GPUs free on 5 nodes"
+        in client_for(lab.bob).get(f"/scheduling/workloads/{workload.pk}/").content.decode()
+    )
