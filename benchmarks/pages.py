@@ -90,6 +90,7 @@ def build(*, events: int, now: datetime) -> dict[str, int]:
                 ("runs (requeued attempts)", _RUNS_SECOND, {}),
                 ("utilisation samples", _SAMPLES, {}),
                 ("allocation hours", _ALLOCATION_HOURS, {}),
+                ("user hours", USER_HOURS, {}),
                 ("cluster hours", _CLUSTER_HOURS, {}),
                 ("wait hours", _WAIT_HOURS, {}),
                 ("pending days", _PENDING_DAYS, {}),
@@ -234,6 +235,18 @@ UNION ALL
 SELECT %(cluster)s, NULL, h, 3600 * 120 * random(), 0, 0 FROM {_HOURS}
 """
 
+# The per-user rollup the pass folds (scheduling.UserHour), from the runs themselves, hour by hour.
+USER_HOURS = """
+INSERT INTO scheduling_userhour (cluster_id, allocation_id, user_name, hour, used_gpu_s)
+SELECT r.cluster_id, r.allocation_id, r.user_name, h,
+  sum(r.gpus * extract(epoch FROM least(coalesce(r.ended_at, %(now)s), h + interval '1 hour') - greatest(r.started_at, h)))
+FROM scheduling_run r,
+  generate_series(date_trunc('hour', r.started_at), coalesce(r.ended_at, %(now)s) - interval '1 microsecond',
+                  interval '1 hour') h
+WHERE r.cluster_id = %(cluster)s AND r.started_at < %(now)s
+GROUP BY 1, 2, 3, 4
+"""
+
 _CLUSTER_HOURS = f"""
 INSERT INTO portal_clusterhour (cluster_id, hour, installed_gpu_s, healthy_gpu_s, busy_gpus, sampled_gpus,
   preemptions, requeues, lost_gpu_s, pass_count, pass_total_ms, pass_max_ms)
@@ -306,6 +319,20 @@ SELECT w.id, 'FAIR_SHARE_QUEUED', jsonb_build_object('ahead', rank - 1),
 FROM (SELECT id, row_number() OVER (ORDER BY allocation_id %% 7, submitted_at, id) AS rank
       FROM scheduling_workload WHERE cluster_id = %(cluster)s AND state = 'pending') w
 """
+
+
+def _user_hours_if_missing(*, now: datetime) -> None:
+    """A database built before the per-user rollup existed gets it once, from its runs."""
+    from django.db import connection
+
+    from scheduling.models import Cluster, UserHour
+
+    cluster_id = Cluster.objects.get(slug=SLUG).pk
+    if not UserHour.objects.filter(cluster_id=cluster_id).exists():
+        began = time.perf_counter()
+        with connection.cursor() as cursor:
+            cursor.execute(USER_HOURS, {"cluster": cluster_id, "now": now})
+            say(f"user hours: {cursor.rowcount:,} rows in {time.perf_counter() - began:.1f} s")
 
 
 def _passes(*, cluster_id: int, now: datetime) -> None:
@@ -454,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         now = Cluster.objects.get(slug=SLUG).backend_settings.get("built_at") and datetime.fromisoformat(
             Cluster.objects.get(slug=SLUG).backend_settings["built_at"]
         )
+        _user_hours_if_missing(now=now)
         rows = row_counts()
     else:
         from scheduling.models import Cluster

@@ -372,6 +372,35 @@ class AllocationHour(models.Model):
         return f"{self.allocation_id}@{self.cluster_id} {self.hour:%Y-%m-%d %H}:00"
 
 
+class UserHour(models.Model):
+    """Hourly GPU-seconds per (cluster, allocation, user), folded by the same code as AllocationHour.
+
+    The fair-share order inside an allocation ranks users by their usage in the window; this is the
+    rollup it is read from, so a pass never scans the runs of the window. ``used_gpu_s`` counts funded
+    and unfunded work alike, exactly as ``AllocationHour.used_gpu_s`` does.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="user_hours")
+    allocation = models.ForeignKey(
+        "budgets.BudgetNode", null=True, blank=True, on_delete=models.CASCADE, related_name="user_hours"
+    )
+    user_name = models.CharField(max_length=150)
+    hour = models.DateTimeField()  # the start of the hour, UTC
+    used_gpu_s = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["cluster_id", "hour", "allocation_id", "user_name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "allocation", "user_name", "hour"], name="one_hour_per_allocation_user"
+            )
+        ]
+        indexes = [models.Index(fields=["cluster", "hour"], name="user_hour_cluster_hour")]
+
+    def __str__(self) -> str:
+        return f"{self.user_name}/{self.allocation_id}@{self.cluster_id} {self.hour:%Y-%m-%d %H}:00"
+
+
 class UtilisationSample(models.Model):
     """Mean GPU busy % of a running workload as the backend reported it (DCGM-style telemetry)."""
 

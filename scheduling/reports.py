@@ -274,26 +274,7 @@ def start_options_for_pass(*, workload: Workload, now: datetime) -> list[StartOp
 
 
 def options_snapshot(*, cluster: Cluster, now: datetime):  # noqa: ANN201 - (Snapshot, PolicyConfig)
-    """The pass's snapshot without the per-user usage inside allocations.
+    """The pass's own snapshot (allocations and users ranked by the rollups, as the pass ranks them) and config."""
+    from scheduling.snapshot import policy_config, snapshot_build
 
-    ``snapshot_read`` sums every run of the window per user (seconds on a busy cluster, it has no
-    rollup); for "what would start it sooner" that only reorders users inside one allocation, so
-    the options are decided with allocations ranked exactly as the pass ranks them and users in one
-    allocation treated alike.
-    """
-    from scheduling import snapshot as snapshots
-
-    paths, parents, budgets = snapshots.budget_tree(cluster)
-    config = snapshots.policy_config(cluster)
-    usage = usage_in_window(cluster_id=cluster.pk, now=now, window=timedelta(seconds=config.window_s))
-    tree = [snapshots.BudgetNodeSpec(path=p, parent=parents[p], budget=budgets[p]) for p in sorted(parents)]
-    tree.append(snapshots.BudgetNodeSpec(path=snapshots.UNALLOCATED, parent=None, budget=0.0))
-    snapshot = snapshots.Snapshot(
-        cluster=cluster.slug,
-        tree=tuple(tree),
-        nodes=snapshots._nodes(cluster),  # noqa: SLF001 - the pass's own readers, see the report
-        running=snapshots._running(cluster, paths),  # noqa: SLF001
-        pending=snapshots._pending(cluster, paths),  # noqa: SLF001
-        usage={paths.get(a, snapshots.UNALLOCATED): v for a, v in usage.items()},
-    )
-    return snapshot, config
+    return snapshot_build(cluster=cluster, now=now), policy_config(cluster)

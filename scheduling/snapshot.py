@@ -16,7 +16,12 @@ from django.db.models.functions import Cast, Coalesce, NullIf
 
 from budgets.models import Allocation, BudgetNode
 from scheduling import pass_cache
-from scheduling.accounting import entitlements, usage_in_window, user_usage_in_window
+from scheduling.accounting import (
+    entitlements,
+    open_runs_after_watermark,
+    usage_in_window,
+    user_usage_in_window,
+)
 from scheduling.bulk import Epoch, fetch_rows
 from scheduling.models import Cluster, Node, Run, Workload, WorkloadState
 from scheduling.policy import (
@@ -129,11 +134,12 @@ def _pending_full(cluster: Cluster, ids: list[int] | None) -> dict[int, PendingW
     return {row[0]: _pending_row(row) for row in rows}
 
 
-def _pending(cluster: Cluster, paths: dict[int, str]) -> tuple[PendingWorkload, ...]:
+def _pending(cluster: Cluster, paths: dict[int, str], *, remember: bool) -> tuple[PendingWorkload, ...]:
     """Pending workloads in id order; only those new or changed since the last pass are read in full.
 
     Once submitted, a pending workload's policy fields change only through its allocation's path
     (a rename) or its hold, so (path, hold) is the cache key; holds are read for held rows only.
+    Only the pass (``remember``) replaces the cache; other readers use it as it is.
     """
     queue = Workload.objects.filter(
         cluster=cluster, state=WorkloadState.PENDING, cancel_requested_at__isnull=True
@@ -161,7 +167,8 @@ def _pending(cluster: Cluster, paths: dict[int, str]) -> tuple[PendingWorkload, 
             entries[wid] = (key, fresh[wid])
         elif wid in cached and cached[wid][0] == key:
             entries[wid] = cached[wid]
-    pass_cache.pending_replace(cluster, entries)
+    if remember:
+        pass_cache.pending_replace(cluster, entries)
     return tuple(workload for _, workload in entries.values())
 
 
@@ -192,29 +199,55 @@ def owed_rates(
     }
 
 
-def snapshot_read(*, cluster: Cluster, now: datetime, backend_name: str = "backend") -> PassInputs:
-    paths, parents, budgets = budget_tree(cluster)
-    config = policy_config(cluster)
-    window = timedelta(seconds=config.window_s)
+def snapshot_build(*, cluster: Cluster, now: datetime, backend_name: str = "backend") -> Snapshot:
+    """The policy's snapshot of ``cluster`` at ``now``, exactly as a pass would read it, with no side
+    effects (nothing written, the pass's process cache left as it is): for pages that re-plan."""
+    return _snapshot(
+        cluster=cluster, now=now, tree=budget_tree(cluster), backend_name=backend_name, remember=False
+    )
+
+
+def _snapshot(
+    *,
+    cluster: Cluster,
+    now: datetime,
+    tree: tuple[dict[int, str], dict[str, str | None], dict[str, float]],
+    backend_name: str,
+    remember: bool,
+) -> Snapshot:
+    paths, parents, budgets = tree
+    window = timedelta(seconds=policy_config(cluster).window_s)
     usage = usage_in_window(cluster_id=cluster.pk, now=now, window=window)
     user_usage = user_usage_in_window(cluster_id=cluster.pk, now=now, window=window)
-    tree = [BudgetNodeSpec(path=path, parent=parents[path], budget=budgets[path]) for path in sorted(parents)]
-    tree.append(BudgetNodeSpec(path=UNALLOCATED, parent=None, budget=0.0))
-    snapshot = Snapshot(
+    for (allocation_id, user), seconds in open_runs_after_watermark(cluster_id=cluster.pk, now=now).items():
+        usage[allocation_id] = usage.get(allocation_id, 0.0) + seconds
+        user_usage[(allocation_id, user)] = user_usage.get((allocation_id, user), 0.0) + seconds
+    specs = [
+        BudgetNodeSpec(path=path, parent=parents[path], budget=budgets[path]) for path in sorted(parents)
+    ]
+    specs.append(BudgetNodeSpec(path=UNALLOCATED, parent=None, budget=0.0))
+    return Snapshot(
         cluster=cluster.slug,
-        tree=tuple(tree),
+        tree=tuple(specs),
         nodes=_nodes(cluster),
         running=_running(cluster, paths),
-        pending=_pending(cluster, paths),
+        pending=_pending(cluster, paths, remember=remember),
         usage=MappingProxyType({paths.get(a, UNALLOCATED): v for a, v in usage.items()}),
         user_usage=MappingProxyType({(paths.get(a, UNALLOCATED), u): v for (a, u), v in user_usage.items()}),
         backend_name=backend_name,
     )
+
+
+def snapshot_read(*, cluster: Cluster, now: datetime, backend_name: str = "backend") -> PassInputs:
+    """Phase 2 of the pass: the snapshot plus what persist needs (ids, funded allocations, owed rates)."""
+    tree = budget_tree(cluster)
+    paths, parents, budgets = tree
+    snapshot = _snapshot(cluster=cluster, now=now, tree=tree, backend_name=backend_name, remember=True)
     path_ids = {path: node_id for node_id, path in paths.items()}
     funded = {path_ids[p] for p, b in budgets.items() if b > 0}
     return PassInputs(
         snapshot=snapshot,
-        config=config,
+        config=policy_config(cluster),
         path_ids=path_ids,
         funded_ids=funded,
         owed_gpus=owed_rates(snapshot=snapshot, parents=parents, budgets=budgets, path_ids=path_ids),
