@@ -17,6 +17,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
 
 from budgets import access
+from budgets.entitlement import entitlements
 from budgets.models import Allocation, BudgetChange, BudgetNode
 from scheduling.models import Cluster
 
@@ -120,27 +121,30 @@ class BudgetTree:
 def budget_tree(*, cluster: Cluster, user: User) -> BudgetTree:
     """The live (non-archived) tree with allocations on ``cluster``, depth-first, siblings by name.
 
-    entitlement(child) = gpus(child) x entitlement(parent) / max(gpus(parent), sum of siblings' gpus)
-
-    The roots hang under the cluster itself, whose gpus and entitlement are its healthy GPUs. When
-    siblings together were promised more than their parent holds (over-commitment, flagged), they are
-    scaled down pro rata so their entitlements never add up to more than the parent's. Range: 0 to the
-    parent's entitlement. Edge case: a parent with no budget gives its children entitlement 0 and
-    share None. Ties in the order: name (case-insensitive), then id.
+    Entitlements come from :func:`budgets.entitlement.entitlements` (the formula, its range and edge
+    cases are stated there; over-committed siblings are scaled down pro rata), the same function the
+    pass charges owed GPU-seconds with. A parent with no budget gives its children share None.
+    Ties in the order: name (case-insensitive), then id.
     """
     healthy = Decimal(cluster_healthy_gpus(cluster=cluster))
     nodes = list(BudgetNode.objects.filter(archived=False))
     gpus = dict(
         Allocation.objects.filter(cluster=cluster, node__archived=False).values_list("node_id", "gpus")
     )
+    entitled = entitlements(
+        allocations={node.pk: gpus.get(node.pk, ZERO) for node in nodes},
+        parents={node.pk: node.parent_id for node in nodes},
+        available=healthy,
+    )
     builder = _TreeBuilder(
         tree=BudgetTree(cluster=cluster, healthy_gpus=healthy),
         children=_children_by_parent(nodes),
         gpus=gpus,
+        entitled=entitled,
         user=user,
         memberships=access.memberships_by_path(user),
     )
-    builder.add_children(parent_id=None, parent_gpus=healthy, parent_entitlement=healthy, depth=0)
+    builder.add_children(parent_id=None, parent_gpus=healthy, depth=0)
     return builder.tree
 
 
@@ -162,25 +166,20 @@ class _TreeBuilder:
     tree: BudgetTree
     children: dict[int | None, list[BudgetNode]]
     gpus: dict[int, Decimal]
+    entitled: dict[int, Decimal]
     user: User
     memberships: dict[str, str]
 
-    def add_children(
-        self, *, parent_id: int | None, parent_gpus: Decimal, parent_entitlement: Decimal, depth: int
-    ) -> Decimal:
+    def add_children(self, *, parent_id: int | None, parent_gpus: Decimal, depth: int) -> Decimal:
         """Append the rows below ``parent_id`` depth-first; returns the sum of their allocations."""
         siblings = self.children.get(parent_id, [])
-        sibling_sum = sum((self.gpus.get(node.pk, ZERO) for node in siblings), ZERO)
-        divisor = max(parent_gpus, sibling_sum)
         for node in siblings:
             own = self.gpus.get(node.pk, ZERO)
-            entitlement = own * parent_entitlement / divisor if divisor > 0 else ZERO
+            entitlement = self.entitled.get(node.pk, ZERO)
             row = self._row(node, depth=depth, own=own, parent_gpus=parent_gpus, entitlement=entitlement)
             self.tree.rows.append(row)
-            row.children_gpus = self.add_children(
-                parent_id=node.pk, parent_gpus=own, parent_entitlement=entitlement, depth=depth + 1
-            )
-        return sibling_sum
+            row.children_gpus = self.add_children(parent_id=node.pk, parent_gpus=own, depth=depth + 1)
+        return sum((self.gpus.get(node.pk, ZERO) for node in siblings), ZERO)
 
     def _row(
         self, node: BudgetNode, *, depth: int, own: Decimal, parent_gpus: Decimal, entitlement: Decimal

@@ -243,27 +243,3 @@ def open_runs_after_watermark(*, cluster_id: int, now: datetime) -> dict[tuple[i
     ):
         tail[(allocation_id, user_name)] += gpus * (now - max(started_at, watermark)).total_seconds()
     return dict(tail)
-
-
-def entitlements(
-    *, budgets: dict[str, float], parents: dict[str, str | None], available_gpus: float
-) -> dict[str, float]:
-    """Entitlement in GPUs per node path (DESIGN 2), the same chain of shares as budgets.selectors.budget_tree.
-
-    entitlement(n) = budget(n) * entitlement(parent) / max(budget(parent), sum of budgets of n and its
-    siblings); the roots hang under the cluster, whose budget and entitlement are its available
-    (healthy) GPUs. Over-committed siblings are scaled down pro rata. Range: 0 .. available_gpus.
-    A parent with no budget gives its children 0.
-    """
-    children: dict[str | None, list[str]] = defaultdict(list)
-    for path in sorted(budgets):
-        children[parents.get(path)].append(path)
-    result: dict[str, float] = {}
-    stack: list[tuple[str | None, float, float]] = [(None, available_gpus, available_gpus)]
-    while stack:
-        parent, parent_budget, parent_entitlement = stack.pop()
-        divisor = max(parent_budget, sum(budgets[child] for child in children[parent]))
-        for child in children[parent]:
-            result[child] = budgets[child] * parent_entitlement / divisor if divisor > 0 else 0.0
-            stack.append((child, budgets[child], result[child]))
-    return result

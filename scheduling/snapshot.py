@@ -14,14 +14,10 @@ from types import MappingProxyType
 from django.db.models import F, FloatField, Value
 from django.db.models.functions import Cast, Coalesce, NullIf
 
+from budgets.entitlement import entitlements
 from budgets.models import Allocation, BudgetNode
 from scheduling import pass_cache
-from scheduling.accounting import (
-    entitlements,
-    open_runs_after_watermark,
-    usage_in_window,
-    user_usage_in_window,
-)
+from scheduling.accounting import open_runs_after_watermark, usage_in_window, user_usage_in_window
 from scheduling.bulk import Epoch, fetch_rows
 from scheduling.models import Cluster, Node, Run, Workload, WorkloadState
 from scheduling.policy import (
@@ -186,7 +182,7 @@ def owed_rates(
 ) -> dict[int, float]:
     """min(entitlement, demand) in GPUs per funded allocation; demand = its own funded running + pending GPUs."""
     available = sum(node.gpus for node in snapshot.nodes if node.healthy)
-    entitled = entitlements(budgets=budgets, parents=parents, available_gpus=float(available))
+    entitled = entitlements(allocations=budgets, parents=parents, available=float(available))
     demand: dict[str, float] = defaultdict(float)
     for running in snapshot.running:
         demand[running.allocation] += running.gpus if running.funded else 0

@@ -10,7 +10,6 @@ import pytest
 from scheduling.accounting import (
     accounting_charge_owed,
     accounting_charge_usage,
-    entitlements,
     hour_slices,
     usage_in_window,
 )
@@ -83,18 +82,6 @@ def test_the_window_prorates_the_hour_it_starts_in(lab):
     usage = usage_in_window(cluster_id=lab.main.pk, now=at(3600 + 1800), window=timedelta(seconds=3600 + 900))
     # The window starts at 09:15: three quarters of the 09:00 bucket, all of the 10:00 one.
     assert usage[lab.perception.pk] == pytest.approx(2700.0 + 100.0)
-
-
-def test_entitlements_follow_the_chain_of_shares_and_scale_down_over_commitment():
-    budgets = {"lab": 20.0, "lab/a": 30.0, "lab/b": 10.0, "lab/a/x": 10.0, "other": 0.0}
-    parents = {"lab": None, "lab/a": "lab", "lab/b": "lab", "lab/a/x": "lab/a", "other": None}
-    result = entitlements(budgets=budgets, parents=parents, available_gpus=32.0)
-    assert result["lab"] == 20.0  # 20 of the cluster's 32
-    assert result["lab/a"] == pytest.approx(15.0) and result["lab/b"] == pytest.approx(
-        5.0
-    )  # 40 promised of 20
-    assert result["lab/a/x"] == pytest.approx(5.0)  # a third of lab/a's 30, scaled to its 15
-    assert result["other"] == 0.0
 
 
 def test_owed_is_the_integral_of_the_smaller_of_entitlement_and_demand(lab):
