@@ -3,10 +3,16 @@ and the pending reasons (DESIGN 6), with positions and estimated starts. Mixed i
 
 from __future__ import annotations
 
+from operator import attrgetter, itemgetter
+
 from scheduling.policy import reasons
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
 from scheduling.policy.types import PendingReason, PendingWorkload, Reservation
+
+_WORKLOAD, _KEY, _SECOND = itemgetter(0), itemgetter(1), itemgetter(1)
+_ID = attrgetter("id")
+_SHAPE = attrgetter("gpus", "gpus_per_node", "gpu_type")
 
 
 class Explaining:
@@ -63,56 +69,52 @@ class Explaining:
                     self._explain_group(allocation, items, explained)
                 start = at + 1
         self._explain_group(None, self.blocked[start:], explained)
-        for workload in self.held:
-            explained.append(reasons.make_reason(workload.id, reasons.held(workload), len(explained) + 1))
+        held = [reasons.held(workload) for workload in self.held]
+        explained.extend(reasons.make_reasons(list(map(_ID, self.held)), held, len(explained) + 1))
         return tuple(explained)
 
     def _explain_group(self, allocation: str | None, items, explained: list) -> None:
         """Append reasons for ``items``: (workload, key) pairs, or, with an ``allocation``, untried
-        workloads whose key comes from their shape. The hot loops: ``reasons.make_reason`` inlined."""
-        set_id, set_code, set_params, set_message, set_position, set_estimate = reasons.SLOT_SETTERS
-        new, cls, append = object.__new__, PendingReason, explained.append
-        requeued, resolved, position = self.requeued, self.resolved, len(explained)
+        workloads whose key comes from their shape and standing. Requeued victims that did not
+        restart get none (they were not pending in the snapshot)."""
         if allocation is None:
-            for workload, key in items:
-                if requeued and workload.id in requeued:
-                    continue
-                position += 1
-                outcome = resolved.get(id(key))
-                if outcome is None:
-                    outcome = resolved[id(key)] = self._resolve(key, position)
-                reason = new(cls)
-                set_id(reason, workload.id)
-                set_code(reason, outcome[0])
-                set_params(reason, outcome[1])
-                set_message(reason, outcome[2])
-                set_position(reason, position)
-                set_estimate(reason, outcome[3])
-                append(reason)
-            return
-        unfunded = self.fairshare and allocation not in self.tree.funded
-        by_shape: dict[tuple, reasons.Outcome] = {}
-        for workload in items:
-            if requeued and workload.id in requeued:
-                continue
-            position += 1
-            shape = (workload.gpus, workload.gpus_per_node, workload.gpu_type)
-            outcome = by_shape.get(shape)
-            if outcome is None:
-                key = ("unfunded", allocation) if unfunded else ("capacity", shape, allocation)
-                key = self.keys.setdefault(key, key)
-                outcome = resolved.get(id(key))
-                if outcome is None:
-                    outcome = resolved[id(key)] = self._resolve(key, position)
-                by_shape[shape] = outcome
-            reason = new(cls)
-            set_id(reason, workload.id)
-            set_code(reason, outcome[0])
-            set_params(reason, outcome[1])
-            set_message(reason, outcome[2])
-            set_position(reason, position)
-            set_estimate(reason, outcome[3])
-            append(reason)
+            workloads, keys = list(map(_WORKLOAD, items)), list(map(_KEY, items))
+        else:
+            workloads, keys = list(items), None
+        ids = list(map(_ID, workloads))
+        if self.requeued and not self.requeued.isdisjoint(ids):
+            kept = [at for at, workload_id in enumerate(ids) if workload_id not in self.requeued]
+            ids, workloads = [ids[at] for at in kept], [workloads[at] for at in kept]
+            if keys is not None:
+                keys = [keys[at] for at in kept]
+        before = len(explained)
+        if keys is not None:
+            outcomes = self._outcomes(list(map(id, keys)), lambda _, at: keys[at], before)
+        elif self.fairshare and allocation not in self.tree.funded:
+            outcomes = [self._resolved(("unfunded", allocation), before + 1)] * len(ids)
+        else:
+            capacity = lambda shape, _: ("capacity", shape, allocation)  # noqa: E731
+            outcomes = self._outcomes(list(map(_SHAPE, workloads)), capacity, before)
+        explained.extend(reasons.make_reasons(ids, outcomes, before + 1))
+
+    def _outcomes(self, tags: list, key_of, before: int) -> list[reasons.Outcome]:
+        """The outcome of each tag (a key's id, or an untried workload's shape), the first of them
+        at position ``before + 1``. Each distinct tag is resolved once, at its first appearance and
+        in order of first appearance: a capacity reason counts the workloads ahead from there."""
+        first = dict(zip(reversed(tags), range(len(tags) - 1, -1, -1), strict=True))  # tag -> first index
+        by_tag = {
+            tag: self._resolved(key_of(tag, at), before + at + 1)
+            for tag, at in sorted(first.items(), key=_SECOND)
+        }
+        return list(map(by_tag.__getitem__, tags))
+
+    def _resolved(self, key: tuple, position: int) -> reasons.Outcome:
+        """``key``'s outcome, resolved once per pass (equal keys are one object, see ``_wait``)."""
+        key = self.keys.setdefault(key, key)
+        outcome = self.resolved.get(id(key))
+        if outcome is None:
+            outcome = self.resolved[id(key)] = self._resolve(key, position)
+        return outcome
 
     def _resolve(self, key: tuple, position: int) -> reasons.Outcome:
         if key[0] == "check_protected":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from operator import attrgetter
 from types import MappingProxyType
@@ -89,7 +90,9 @@ class _Pass(Preempting, Explaining):
         self.touched: set[str] = set()  # nodes whose occupants changed since the profile was built
         self.requeued: set[int] = set()  # preempted in this pass, back in the queue
         self.requeued_work: dict[int, PendingWorkload] = {}
-        self.started_groups: set[tuple[str, str]] = set()  # (allocation, user) that started work
+        self.started_groups: dict[
+            tuple[str, str], list[PendingWorkload]
+        ] = {}  # (allocation, user) -> started
         self.keys: dict[tuple, tuple] = {}  # outcome keys, interned
 
     # -- phases --------------------------------------------------------------------------------
@@ -196,9 +199,9 @@ class _Pass(Preempting, Explaining):
         victims that did not restart), for a settling walk."""
         started = {start.workload_id for start in self.starts}
         groups: dict[tuple[str, str], list[PendingWorkload]] = {}
-        touched = self.started_groups
+        started_by_group = self.started_groups
         for key, queue in self.groups.items():
-            kept = [workload for workload in queue if workload.id not in started] if key in touched else queue
+            kept = _without(queue, started_by_group[key]) if key in started_by_group else queue
             if kept:
                 groups[key] = kept
         for workload in self.requeued_work.values():
@@ -381,7 +384,7 @@ class _Pass(Preempting, Explaining):
 
     def _start(self, workload: PendingWorkload, placement: Placement, index: FreeIndex) -> None:
         index.take(placement)
-        self.started_groups.add((workload.allocation, workload.user))
+        self.started_groups.setdefault((workload.allocation, workload.user), []).append(workload)
         self.generation += 1
         funded = self._funded(workload)
         protected_until = self.now
@@ -416,6 +419,17 @@ class _Pass(Preempting, Explaining):
         for path in self.tree.ancestors.get(workload.allocation, ()):
             if path in self.used:
                 self.used[path] += workload.gpus
+
+
+def _without(queue: list[PendingWorkload], started: list[PendingWorkload]) -> list[PendingWorkload]:
+    """A copy of ``queue`` (in (submitted_at, id) order) less ``started``, found by bisection so the
+    rest of the queue is not read; started workloads that are not in it (requeued victims) are skipped."""
+    kept = list(queue)
+    for workload in started:
+        at = bisect_left(kept, _SUBMIT_ORDER(workload), key=_SUBMIT_ORDER)
+        if at < len(kept) and kept[at] is workload:
+            del kept[at]
+    return kept
 
 
 def _fits_inventory(shape: Shape, sizes: dict[str, dict[int, int]]) -> bool:
