@@ -257,7 +257,8 @@ class PassLease(models.Model):
     On PostgreSQL the pass is claimed with ``pg_try_advisory_lock``; elsewhere with a conditional
     UPDATE of ``holder``/``expires_at`` here. ``accounted_until`` / ``owed_until`` are how far used and
     owed GPU-seconds have been charged into AllocationHour; ``last_sample_at`` throttles utilisation
-    samples.
+    samples. ``accounts_digest`` is the digest of the account tree last mirrored into the backend
+    (Slurm), so the pass calls sacctmgr only when the budget tree or its members changed.
     """
 
     cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, primary_key=True, related_name="lease")
@@ -266,6 +267,7 @@ class PassLease(models.Model):
     accounted_until = models.DateTimeField(null=True, blank=True)
     owed_until = models.DateTimeField(null=True, blank=True)
     last_sample_at = models.DateTimeField(null=True, blank=True)
+    accounts_digest = models.CharField(max_length=64, blank=True)
 
     def __str__(self) -> str:
         return f"lease for cluster {self.cluster_id}"

@@ -31,7 +31,7 @@ from scheduling.backends.base import Backend, BackendUnavailable
 from scheduling.backends.registry import backend_for
 from scheduling.dispatch import dispatch
 from scheduling.locks import pass_claim
-from scheduling.models import Cluster, PassStatus, SchedulingPass
+from scheduling.models import BackendKind, Cluster, PassStatus, SchedulingPass
 from scheduling.persist import persist_backend_unavailable, persist_plan
 from scheduling.policy import Plan, PolicyConfig, Snapshot, plan
 from scheduling.reconcile import reconcile
@@ -96,6 +96,8 @@ def run_pass(
         record = _pass_begin(cluster=cluster, now=now)
         with cyclic_gc_paused():
             _pass_run(record, cluster=cluster, backend=backend, planner=planner or plan, now=now)
+        if record.status == PassStatus.COMPLETED:
+            _accounts_sync(cluster)
         return PassOutcome(ran=True, pass_id=record.pk, status=record.status)
 
 
@@ -152,6 +154,23 @@ def _phases(
     # 5. Dispatch
     with phase(record, "dispatch"):
         dispatch(record=record, cluster=cluster, backend=backend, now=now)
+
+
+def _accounts_sync(cluster: Cluster) -> None:
+    """After the phases of a Slurm pass: mirror the budget tree into sacctmgr if it changed, so a new
+    allocation becomes a valid ``sbatch --account`` within one pass. A failure is logged and retried
+    by the next pass; it never fails this one (the phases already ran)."""
+    if cluster.backend_kind != BackendKind.SLURM:
+        return
+    from scheduling.backends.slurm_accounts import slurm_accounts_sync
+
+    try:
+        report = slurm_accounts_sync(cluster=cluster)
+    except Exception:  # any Slurm or sacctmgr failure: the pass's own work is done and kept
+        logger.exception("mirroring the budget tree into Slurm accounts failed for cluster %s", cluster.slug)
+        return
+    if report is not None:
+        logger.info("Slurm accounts of cluster %s mirrored: %s", cluster.slug, report)
 
 
 def passes_due(*, now: datetime | None = None) -> list[tuple[int, int]]:

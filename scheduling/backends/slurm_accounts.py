@@ -108,7 +108,33 @@ def wanted_accounts(*, cluster: Cluster) -> tuple[WantedAccount, ...]:
     )
 
 
-def mirror_accounts(*, cluster: Cluster, cli: SlurmCli | None = None) -> MirrorReport:
+def accounts_digest(wanted: tuple[WantedAccount, ...]) -> str:
+    """SHA-256 of the wanted account tree (names, parents, paths, users): equal digests, nothing to mirror."""
+    text = "\n".join(f"{a.name}|{a.parent}|{a.path}|{','.join(a.users)}" for a in wanted)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def slurm_accounts_sync(*, cluster: Cluster, cli: SlurmCli | None = None) -> MirrorReport | None:
+    """Mirror the budget tree into Slurm when it changed since the last mirror; None when unchanged.
+
+    Called by every pass of a Slurm cluster, so it costs two queries when nothing changed. The digest
+    is stored only after a mirror succeeds: a failed one is tried again by the next pass.
+    """
+    from scheduling.models import PassLease
+
+    wanted = wanted_accounts(cluster=cluster)
+    digest = accounts_digest(wanted)
+    lease, _ = PassLease.objects.get_or_create(cluster_id=cluster.pk)
+    if lease.accounts_digest == digest:
+        return None
+    report = mirror_accounts(cluster=cluster, cli=cli, wanted=wanted)
+    PassLease.objects.filter(pk=cluster.pk).update(accounts_digest=digest)
+    return report
+
+
+def mirror_accounts(
+    *, cluster: Cluster, cli: SlurmCli | None = None, wanted: tuple[WantedAccount, ...] | None = None
+) -> MirrorReport:
     """Make Slurm's account tree match the budget tree: create and move accounts, add users, and
     close (GrpSubmitJobs=0 GrpJobs=0, never delete: accounting keeps its history) accounts whose
     budget node was archived or removed; reopen them if they come back."""
@@ -119,7 +145,7 @@ def mirror_accounts(*, cluster: Cluster, cli: SlurmCli | None = None) -> MirrorR
     def sacctmgr(*args: str) -> str:
         return cli.run("sacctmgr", "-i", *args)
 
-    wanted = wanted_accounts(cluster=cluster)
+    wanted = wanted if wanted is not None else wanted_accounts(cluster=cluster)
     current = parse_associations(
         cli.run("sacctmgr", "-n", "-P", "show", "assoc", "format=account,user,parentname,grpsubmit")
     )
