@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import tee
+from itertools import islice
 from operator import attrgetter, lt
 
 from scheduling.policy.ranking import ROOT, FairTree
@@ -59,11 +59,10 @@ def group_pending(
 
 
 def _strictly_increasing(values: Iterable[float]) -> bool:
-    """True when every value is larger than the one before (C-level: a third of the cost of sorting
+    """True when every value is larger than the one before (C-level: about half the cost of sorting
     300 already-sorted queues by a tuple key). Ties give False: only the id could order them."""
-    first, second = tee(values)
-    next(second, None)
-    return all(map(lt, first, second))
+    values = list(values)
+    return all(map(lt, values, islice(values, 1, None)))
 
 
 class FairShareQueue:
