@@ -3,7 +3,8 @@
 Each call samples the cluster once: it charges the time since the last sample at the current
 health and pending causes, then folds the runs, passes and telemetry samples recorded since the
 watermarks (by id, so a run recorded late is still counted once). It is cheap enough to call after
-every scheduling pass; calls closer than ``MIN_INTERVAL`` to the last sample only fold events.
+every scheduling pass (``scheduling.passes`` calls it on commit); calls closer than
+``MIN_INTERVAL`` to the last sample only fold events.
 Gaps longer than ``MAX_GAP`` (the scheduler was down) are charged as ``MAX_GAP``, not extrapolated.
 A cluster's first fold starts at the current hour (see :func:`_start_watermarks`).
 """
@@ -266,22 +267,3 @@ def _add_pending_days(cluster_id: int, deltas: dict[tuple[int, datetime, str], f
         (changed if row.pk else created).append(row)
     PendingDay.objects.bulk_update(changed, ["gpu_s"], batch_size=500)
     PendingDay.objects.bulk_create(created, batch_size=500)
-
-
-def after_pass_saved(sender: type, instance: SchedulingPass, created: bool, **kwargs: object) -> None:
-    """Fold once a pass has finished, after its transaction commits; a failure never breaks the pass.
-
-    Connected in :class:`portal.apps.PortalConfig`; the pass could call :func:`rollups_fold`
-    directly instead (then this receiver goes).
-    """
-    if instance.finished_at is None:
-        return
-    cluster_id, now = instance.cluster_id, instance.finished_at
-
-    def fold() -> None:
-        try:
-            rollups_fold(cluster_id=cluster_id, now=now)
-        except Exception:  # the pages can lag a pass; the scheduler must not
-            logger.exception("rollups_fold failed for cluster %s", cluster_id)
-
-    transaction.on_commit(fold)

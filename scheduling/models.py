@@ -231,6 +231,7 @@ class SchedulingPass(models.Model):
     persist_ms = models.FloatField(default=0.0)
     dispatch_ms = models.FloatField(default=0.0)
     total_ms = models.FloatField(default=0.0)
+    rollups_ms = models.FloatField(null=True, blank=True)  # the pages' fold after commit, outside total_ms
     plan_timings_ms = models.JSONField(default=dict, blank=True)  # the policy's own phases
     fair_share = models.JSONField(default=dict, blank=True)  # allocation path -> fair-share ratio
     pending_count = models.PositiveIntegerField(default=0)

@@ -7,6 +7,9 @@
    transaction, *before* anything is sent to the backend.
 5. Dispatch: submit new workloads, push preemptions, starts and cancels, then record their effects.
 
+After the phases, untimed: on commit the pass is folded into the pages' hourly rollups (its
+duration stored as ``rollups_ms``), and a Slurm cluster's accounts are mirrored if the tree changed.
+
 A pass that dies after 4 leaves undispatched decisions; the next pass supersedes them, reconciles
 with what the backend really did (starts are idempotent by workload + attempt) and plans again,
 so nothing is lost and nothing starts twice. A backend that does not answer ends the pass after
@@ -126,6 +129,7 @@ def _pass_run(
         record.total_ms = (time.perf_counter() - started) * 1000.0
         record.finished_at = now + timedelta(milliseconds=record.total_ms)
         record.save()
+        _rollups_fold_on_commit(record)
 
 
 def _phases(
@@ -154,6 +158,29 @@ def _phases(
     # 5. Dispatch
     with phase(record, "dispatch"):
         dispatch(record=record, cluster=cluster, backend=backend, now=now)
+
+
+def _rollups_fold_on_commit(record: SchedulingPass) -> None:
+    """Once the pass's writes commit, fold them into the pages' rollups (``portal.rollups``).
+
+    Outside the timed phases and ``total_ms``; its own duration is stored as ``rollups_ms``. A
+    failure is logged: the pages may lag a pass, the scheduler must not stop for them.
+    """
+    pass_id, cluster_id, finished_at = record.pk, record.cluster_id, record.finished_at
+
+    def fold() -> None:
+        from portal.rollups import rollups_fold
+
+        started = time.perf_counter()
+        try:
+            rollups_fold(cluster_id=cluster_id, now=finished_at)
+        except Exception:  # any failure: logged, the next pass folds what this one missed
+            logger.exception("rollups_fold failed for cluster %s", cluster_id)
+            return
+        elapsed_ms = (time.perf_counter() - started) * 1000.0
+        SchedulingPass.objects.filter(pk=pass_id).update(rollups_ms=elapsed_ms)
+
+    transaction.on_commit(fold)
 
 
 def _accounts_sync(cluster: Cluster) -> None:

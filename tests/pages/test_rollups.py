@@ -9,6 +9,7 @@ import pytest
 from portal.models import ClusterHour, PendingDay, WaitHour
 from portal.rollups import rollups_fold
 from scheduling.models import EndReason, PendingReason, Run, SchedulingPass, UtilisationSample, Workload
+from scheduling.passes import run_pass
 from tests.pages.conftest import NOW, client_for
 
 
@@ -83,16 +84,36 @@ def test_pending_gpus_are_charged_to_the_cause_of_their_reason(folded_once):
     assert causes == {"fragmentation": 4 * 600, "waiting": 4 * 600}
 
 
-def test_a_finished_pass_folds_after_its_transaction_commits(lab, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=True):
-        SchedulingPass.objects.create(cluster=lab.main, started_at=NOW, finished_at=NOW, total_ms=12)
+def test_a_pass_folds_the_rollups_after_its_transaction_commits_and_records_how_long(
+    lab, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        outcome = run_pass(cluster_id=lab.main.pk, now=NOW)
+    assert not ClusterHour.objects.filter(pass_count__gt=0).exists(), "nothing is folded before the commit"
+    for callback in callbacks:
+        callback()
     assert ClusterHour.objects.get(hour=NOW.replace(minute=0)).pass_count == 1
+    assert SchedulingPass.objects.get(pk=outcome.pass_id).rollups_ms > 0
 
 
-def test_a_running_pass_folds_nothing(lab, django_capture_on_commit_callbacks):
+def test_saving_a_pass_row_outside_the_pass_service_folds_nothing(lab, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        SchedulingPass.objects.create(cluster=lab.main, started_at=NOW)
-    assert callbacks == []
+        SchedulingPass.objects.create(cluster=lab.main, started_at=NOW, finished_at=NOW, total_ms=12)
+    assert callbacks == [], "no signal receivers: the pass service calls the fold itself"
+
+
+def test_a_failing_fold_is_logged_and_the_pass_stands(
+    lab, django_capture_on_commit_callbacks, monkeypatch, caplog
+):
+    def broken(**kwargs: object) -> None:
+        raise RuntimeError("rollups are broken")
+
+    monkeypatch.setattr("portal.rollups.rollups_fold", broken)
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome = run_pass(cluster_id=lab.main.pk, now=NOW)
+    record = SchedulingPass.objects.get(pk=outcome.pass_id)
+    assert (record.status, record.rollups_ms) == ("completed", None)
+    assert "rollups_fold failed" in caplog.text
 
 
 def test_the_first_fold_starts_at_the_current_hour_not_at_the_beginning_of_history(lab):
