@@ -110,6 +110,8 @@ class FreeIndex:
     def place(self, shape: Shape) -> Placement | None:
         """A placement for ``shape`` on free GPUs, or None; does not take it."""
         gpus, per_node, gpu_type = shape
+        if self.free_gpus(gpu_type) < gpus:  # every way of placing it needs that many free
+            return None
         if per_node is not None and per_node < gpus:
             return self._place_spread(gpus, per_node, gpu_type)
         single = self._best_fit(gpus, gpu_type)
