@@ -83,11 +83,11 @@ class Preempting:
     def _ordered_victims(self, workload: PendingWorkload, include_protected: bool) -> list[RunningWorkload]:
         """Who ``workload`` may preempt now, in preemption order (see preemption.py)."""
         allowed = self._allowed_allocations(workload)
-        groups = []
+        groups, ratios = [], {}
         for (allocation, funded), running in self.candidates.items():
             verdict = allowed.get(allocation) if funded or not self.fairshare else True
             if running and verdict is not None:
-                groups.append((self._tier(allocation, funded), allocation, funded, verdict, running))
+                groups.append((self._tier(allocation, funded, ratios), allocation, funded, verdict, running))
         groups.sort(key=lambda group: group[:3])
         now, contract = self.now, self.config.contract
         ordered = []
@@ -100,9 +100,14 @@ class Preempting:
             ordered.sort(key=lambda victim: (victim.priority, *self._work_lost(victim)))
         return ordered
 
-    def _tier(self, allocation: str, funded: bool) -> tuple:
-        """Unfunded first, then the most over-served allocation (largest global usage/budget ratio)."""
-        return (funded, -self._global_ratio(allocation)) if self.fairshare else ()
+    def _tier(self, allocation: str, funded: bool, ratios: dict[str, float]) -> tuple:
+        """Unfunded first, then the most over-served allocation (largest global usage/budget ratio).
+        ``ratios`` memoizes the global ratio per allocation while the standing does not change."""
+        if not self.fairshare:
+            return ()
+        if allocation not in ratios:
+            ratios[allocation] = self._global_ratio(allocation)
+        return (funded, -ratios[allocation])
 
     def _allowed_allocations(self, workload: PendingWorkload) -> dict:
         """allocation -> True (its funded work may be preempted) or a per-victim test; absent: no.

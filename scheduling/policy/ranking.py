@@ -60,6 +60,10 @@ class FairTree:
             self.children[parent].append(path)
         for names in self.children.values():
             names.sort()
+        # budgets never change after this point: each sibling set's total is summed once
+        self.sibling_budget = {
+            parent: sum(self.budget[s] for s in names) for parent, names in self.children.items()
+        }
         self.subtree_usage: dict[AllocationPath, float] = dict.fromkeys(self.budget, 0.0)
         self.user_usage: dict[tuple[AllocationPath, str], float] = dict(user_usage)
         for path, amount in usage.items():
@@ -124,9 +128,9 @@ class FairTree:
 
     def level_ratio(self, path: AllocationPath) -> float:
         """Fair-share ratio U / S among siblings (0 when nothing was used; inf when unfunded but used)."""
-        siblings = self.children[self.parent.get(path, ROOT)]
-        total_budget = sum(self.budget[s] for s in siblings)
-        total_usage = sum(self.subtree_usage[s] for s in siblings)
+        parent = self.parent.get(path, ROOT)
+        total_budget = self.sibling_budget[parent]
+        total_usage = sum(self.subtree_usage[s] for s in self.children[parent])
         used = self.subtree_usage[path] / total_usage if total_usage > 0 else 0.0
         share = self.budget[path] / total_budget if total_budget > 0 else 0.0
         if share == 0:
