@@ -145,6 +145,7 @@ class Workload(models.Model):
             models.Index(fields=["cluster", "state"], name="workload_cluster_state"),
             models.Index(fields=["cluster", "backend_ref"], name="workload_cluster_ref"),
             models.Index(fields=["allocation", "state"], name="workload_allocation_state"),
+            models.Index(fields=["user_name", "state"], name="workload_user_state"),  # home pages
         ]
 
     def __str__(self) -> str:

@@ -80,7 +80,8 @@ def console_errors(page) -> list[str]:  # noqa: ANN001
 @pytest.fixture
 def demo_data(transactional_db: None) -> None:
     """The demo organisation (budgets/demo.py): personas manager / researcher / oncall / admin."""
-    call_command("load_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
+    with open(os.devnull, "w") as quiet:
+        call_command("load_demo", stdout=quiet)
 
 
 @pytest.fixture
