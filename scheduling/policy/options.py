@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from scheduling.policy.planner import plan
+from scheduling.policy.planner import plan_grouped
+from scheduling.policy.queues import Grouped, group_pending, swap_grouped
 from scheduling.policy.types import PendingWorkload, Plan, PolicyConfig, ReasonCode, Snapshot, WorkloadId
 
 UNFUNDED_ALLOCATION = "(unfunded)"
@@ -33,11 +34,12 @@ def start_options(
     workload = next((w for w in snapshot.pending if w.id == workload_id), None)
     if workload is None or workload.held:
         return ()
-    baseline = _decide(snapshot, workload, "as it is", {}, now, config)
+    grouped = group_pending(snapshot.pending)  # once: each variant swaps one workload in a copy
+    baseline = _decide(snapshot, grouped, workload, "as it is", {}, now, config)
     if baseline.starts_now:
         return ()
     options = (
-        _decide(snapshot, workload, label, changes, now, config)
+        _decide(snapshot, grouped, workload, label, changes, now, config)
         for label, changes in _variants(snapshot, workload)
     )
     return tuple(option for option in options if _sooner(option, baseline))
@@ -61,11 +63,18 @@ def _variants(snapshot: Snapshot, workload: PendingWorkload) -> list[tuple[str, 
 
 
 def _decide(
-    snapshot: Snapshot, workload: PendingWorkload, label: str, changes: dict, now: float, config: PolicyConfig
+    snapshot: Snapshot,
+    grouped: Grouped,
+    workload: PendingWorkload,
+    label: str,
+    changes: dict,
+    now: float,
+    config: PolicyConfig,
 ) -> StartOption:
     variant = replace(workload, **changes)
     pending = tuple(variant if w.id == workload.id else w for w in snapshot.pending)
-    result = plan(replace(snapshot, pending=pending), now, config)
+    variant_grouped = swap_grouped(grouped, workload, variant)
+    result = plan_grouped(replace(snapshot, pending=pending), now, config, variant_grouped)
     return _option(label, changes, workload.id, result)
 
 

@@ -25,7 +25,14 @@ from scheduling.policy import reasons
 from scheduling.policy.explaining import Explaining
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preempting import Preempting
-from scheduling.policy.queues import FairShareQueue, StaticQueue, group_pending, priority_key, submit_key
+from scheduling.policy.queues import (
+    FairShareQueue,
+    Grouped,
+    StaticQueue,
+    group_pending,
+    priority_key,
+    submit_key,
+)
 from scheduling.policy.ranking import FairTree
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
 from scheduling.policy.types import (
@@ -46,12 +53,18 @@ _WALKS = 4  # a first walk and up to three settling walks
 
 def plan(snapshot: Snapshot, now: float, config: PolicyConfig) -> Plan:
     """Decide starts, preemptions and reservations for one pass, and explain what stays pending."""
+    return plan_grouped(snapshot, now, config, None)
+
+
+def plan_grouped(snapshot: Snapshot, now: float, config: PolicyConfig, grouped: Grouped | None) -> Plan:
+    """``plan``, given ``group_pending(snapshot.pending)`` already (None: group here). For callers
+    that plan many variants of one snapshot (``options.start_options``); a pass extends the lists."""
     if not snapshot.backend_available:
         return _backend_unavailable(snapshot, now)
     collecting = gc.isenabled()
     gc.disable()  # a pass allocates ~2 objects per pending workload and frees none of them
     try:
-        return _Pass(snapshot, now, config).run()
+        return _Pass(snapshot, now, config, grouped).run()
     finally:
         if collecting:
             gc.enable()
@@ -67,8 +80,9 @@ def _backend_unavailable(snapshot: Snapshot, now: float) -> Plan:
 class _Pass(Preempting, Explaining):
     """The mutable state of one pass; ``run`` is the only entry."""
 
-    def __init__(self, snapshot: Snapshot, now: float, config: PolicyConfig) -> None:
+    def __init__(self, snapshot: Snapshot, now: float, config: PolicyConfig, grouped: Grouped | None) -> None:
         self.snapshot, self.now, self.config = snapshot, now, config
+        self.grouped = grouped
         self.fairshare = config.ordering == "fairshare"
         self.charge_s = config.projected_charge_s if self.fairshare else 0.0
         self.timings: dict[str, float] = {}
@@ -120,7 +134,7 @@ class _Pass(Preempting, Explaining):
 
     def _rank(self) -> None:
         snapshot = self.snapshot
-        groups, self.held = group_pending(snapshot.pending)
+        groups, self.held = self.grouped or group_pending(snapshot.pending)
         self.groups = groups
         allocations = {allocation for allocation, _ in groups} | {w.allocation for w in snapshot.running}
         allocations.update(w.allocation for w in self.held)

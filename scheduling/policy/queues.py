@@ -8,6 +8,7 @@ was charged. ``StaticQueue`` serves the "priority" and "fifo" orderings, which n
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
@@ -19,6 +20,8 @@ from scheduling.policy.types import AllocationPath, PendingWorkload
 SortKey = Callable[[PendingWorkload], tuple]
 SUBMIT_ORDER = attrgetter("submitted_at", "id")
 SUBMIT_TIME = attrgetter("submitted_at")
+# (allocation, user) -> queued workloads in (submitted_at, id) order; held workloads in that order
+Grouped = tuple[dict[tuple[AllocationPath, str], list[PendingWorkload]], list[PendingWorkload]]
 
 
 def submit_key(workload: PendingWorkload) -> tuple[float, int]:
@@ -35,9 +38,7 @@ def _insert_in_order(queue: deque[PendingWorkload], workload: PendingWorkload, k
     queue.insert(position, workload)
 
 
-def group_pending(
-    pending: Sequence[PendingWorkload],
-) -> tuple[dict[tuple[AllocationPath, str], list[PendingWorkload]], list[PendingWorkload]]:
+def group_pending(pending: Sequence[PendingWorkload]) -> Grouped:
     """One pass: (allocation, user) -> queued workloads in submit order, and the held ones."""
     grouped: dict[tuple[AllocationPath, str], list[PendingWorkload]] = {}
     held: list[PendingWorkload] = []
@@ -56,6 +57,20 @@ def group_pending(
             queue.sort(key=SUBMIT_ORDER)
         held.sort(key=SUBMIT_ORDER)
     return grouped, held
+
+
+def swap_grouped(grouped: Grouped, old: PendingWorkload, new: PendingWorkload) -> Grouped:
+    """``group_pending``'s result with queued ``old`` replaced by ``new`` (same id and submit time,
+    perhaps another allocation), without regrouping everything; every list is a fresh copy."""
+    groups = {key: list(queue) for key, queue in grouped[0].items()}
+    key = (old.allocation, old.user)
+    queue = groups[key]
+    del queue[next(at for at, workload in enumerate(queue) if workload is old)]
+    if not queue:
+        del groups[key]
+    queue = groups.setdefault((new.allocation, new.user), [])
+    queue.insert(bisect_left(queue, SUBMIT_ORDER(new), key=SUBMIT_ORDER), new)
+    return groups, list(grouped[1])
 
 
 def _strictly_increasing(values: Iterable[float]) -> bool:
