@@ -34,12 +34,16 @@ def start_options(
     workload = next((w for w in snapshot.pending if w.id == workload_id), None)
     if workload is None or workload.held:
         return ()
-    grouped = group_pending(snapshot.pending)  # once: each variant swaps one workload in a copy
-    baseline = _decide(snapshot, grouped, workload, "as it is", {}, now, config)
+    # Read the queue once; each variant swaps its one workload into copies of these.
+    shared = (
+        group_pending(snapshot.pending),
+        [at for at, w in enumerate(snapshot.pending) if w.id == workload_id],
+    )
+    baseline = _decide(snapshot, shared, workload, "as it is", {}, now, config)
     if baseline.starts_now:
         return ()
     options = (
-        _decide(snapshot, grouped, workload, label, changes, now, config)
+        _decide(snapshot, shared, workload, label, changes, now, config)
         for label, changes in _variants(snapshot, workload)
     )
     return tuple(option for option in options if _sooner(option, baseline))
@@ -64,17 +68,22 @@ def _variants(snapshot: Snapshot, workload: PendingWorkload) -> list[tuple[str, 
 
 def _decide(
     snapshot: Snapshot,
-    grouped: Grouped,
+    shared: tuple[Grouped, list[int]],
     workload: PendingWorkload,
     label: str,
     changes: dict,
     now: float,
     config: PolicyConfig,
 ) -> StartOption:
+    """Re-plan with ``workload`` changed. ``shared``: the snapshot's grouped queue and the places
+    of ``workload`` in ``snapshot.pending``."""
     variant = replace(workload, **changes)
-    pending = tuple(variant if w.id == workload.id else w for w in snapshot.pending)
+    grouped, places = shared
+    pending = list(snapshot.pending)
+    for at in places:
+        pending[at] = variant
     variant_grouped = swap_grouped(grouped, workload, variant)
-    result = plan_grouped(replace(snapshot, pending=pending), now, config, variant_grouped)
+    result = plan_grouped(replace(snapshot, pending=tuple(pending)), now, config, variant_grouped)
     return _option(label, changes, workload.id, result)
 
 
