@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from scheduling.policy.planner import plan_grouped
 from scheduling.policy.queues import Grouped, group_pending, swap_grouped
+from scheduling.policy.reasons import gpus_phrase
 from scheduling.policy.types import PendingWorkload, Plan, PolicyConfig, ReasonCode, Snapshot, WorkloadId
 
 UNFUNDED_ALLOCATION = "(unfunded)"
@@ -56,7 +57,7 @@ def _variants(snapshot: Snapshot, workload: PendingWorkload) -> list[tuple[str, 
         per_node = (
             workload.gpus_per_node if workload.gpus_per_node and gpus % workload.gpus_per_node == 0 else None
         )
-        variants.append((f"with {gpus} GPUs", {"gpus": gpus, "gpus_per_node": per_node}))
+        variants.append((f"with {gpus_phrase(gpus)}", {"gpus": gpus, "gpus_per_node": per_node}))
         gpus //= 2
     if workload.min_runtime_s > 0:
         variants.append(("with minimum runtime 0", {"min_runtime_s": 0.0}))

@@ -66,7 +66,12 @@ def describe_shape(shape: Shape, node_size: int = 0) -> str:
         return f"{gpus}{kind} GPUs as {gpus // per_node} nodes with {per_node} each"
     if per_node is None and node_size and gpus > node_size:
         return f"{gpus}{kind} GPUs on whole nodes"
-    return f"{gpus}{kind} GPUs on one node"
+    return f"{gpus_phrase(gpus, kind)} on one node"
+
+
+def gpus_phrase(gpus: int, kind: str = "") -> str:
+    """ "1 GPU", "8 GPUs", "8 x H100 GPUs": researchers read these sentences, so the plural is right."""
+    return f"{gpus}{kind} GPU" if gpus == 1 else f"{gpus}{kind} GPUs"
 
 
 def outcome(code: ReasonCode, message: str, estimate: float | None = None, **params: object) -> Outcome:

@@ -22,7 +22,7 @@ def test_fewer_gpus_fit_what_is_free_now():
     run = [running(10, "org/b", {"n0": 4}, protected_until=NOW + HOUR)]
     state = snapshot(TREE, nodes(1), run=run, queue=[pending(1, "org/a", 8)], usage=USAGE)
     options = start_options(state, 1, NOW, PolicyConfig())
-    assert labels(options)[:3] == ["with 4 GPUs", "with 2 GPUs", "with 1 GPUs"]
+    assert labels(options)[:3] == ["with 4 GPUs", "with 2 GPUs", "with 1 GPU"]
     assert all(option.starts_now for option in options[:3])
 
 

@@ -77,6 +77,13 @@ def test_a_full_cluster_says_waiting_for_gpus_with_the_earliest_end():
     assert reason.estimated_start == NOW + 2 * HOUR
 
 
+def test_a_one_gpu_job_reads_in_the_singular():
+    run = [running(10, "org/b", {"n0": 8}, expected_end=NOW + 2 * HOUR)]
+    state = snapshot(TREE, nodes(1), run=run, queue=[pending(1, "org/b", 1)])
+    reason = only_reason(state, config=PolicyConfig(ordering="fifo", contract=False))
+    assert reason.message.startswith("needs 1 GPU on one node;")
+
+
 def test_work_behind_more_under_served_allocations_says_fair_share_queued():
     usage = {"org/a": 1e5, "org/b": 1e7}
     queue = [pending(1, "org/b", 8), pending(2, "org/a", 8), pending(3, "org/a", 8)]
