@@ -220,8 +220,10 @@ class _Pass(Preempting, Explaining):
                 groups[key] = kept
         for workload in self.requeued_work.values():
             if workload.id not in started:
-                queue = groups.setdefault((workload.allocation, workload.user), [])
-                queue.append(workload)
+                key = (workload.allocation, workload.user)
+                # Copy before appending: ``groups`` may still share the snapshot's own list, and a
+                # victim written into it would be walked twice by the next settling walk.
+                queue = groups[key] = [*groups.get(key, ()), workload]
                 queue.sort(key=_SUBMIT_ORDER)
         self.blocked = []
         self._release_reservation()
