@@ -10,7 +10,7 @@ from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
 from scheduling.policy.types import PendingReason, PendingWorkload, Reservation
 
-_WORKLOAD, _KEY, _SECOND = itemgetter(0), itemgetter(1), itemgetter(1)
+_WORKLOAD, _KEY = itemgetter(0), itemgetter(1)
 _ID = attrgetter("id")
 _SHAPE = attrgetter("gpus", "gpus_per_node", "gpu_type")
 
@@ -101,11 +101,10 @@ class Explaining:
         """The outcome of each tag (a key's id, or an untried workload's shape), the first of them
         at position ``before + 1``. Each distinct tag is resolved once, at its first appearance and
         in order of first appearance: a capacity reason counts the workloads ahead from there."""
-        first = dict(zip(reversed(tags), range(len(tags) - 1, -1, -1), strict=True))  # tag -> first index
-        by_tag = {
-            tag: self._resolved(key_of(tag, at), before + at + 1)
-            for tag, at in sorted(first.items(), key=_SECOND)
-        }
+        by_tag, at, find = {}, -1, tags.index
+        for tag in dict.fromkeys(tags):  # distinct tags, in order of first appearance
+            at = find(tag, at + 1)  # its first index: every tag between was seen before it
+            by_tag[tag] = self._resolved(key_of(tag, at), before + at + 1)
         return list(map(by_tag.__getitem__, tags))
 
     def _resolved(self, key: tuple, position: int) -> reasons.Outcome:

@@ -8,18 +8,17 @@ was charged. ``StaticQueue`` serves the "priority" and "fifo" orderings, which n
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import islice
-from operator import attrgetter, lt
+from operator import attrgetter
 
 from scheduling.policy.ranking import ROOT, FairTree
 from scheduling.policy.types import AllocationPath, PendingWorkload
 
 SortKey = Callable[[PendingWorkload], tuple]
 SUBMIT_ORDER = attrgetter("submitted_at", "id")
-SUBMIT_TIME = attrgetter("submitted_at")
 # (allocation, user) -> queued workloads in (submitted_at, id) order; held workloads in that order
 Grouped = tuple[dict[tuple[AllocationPath, str], list[PendingWorkload]], list[PendingWorkload]]
 
@@ -42,7 +41,14 @@ def group_pending(pending: Sequence[PendingWorkload]) -> Grouped:
     """One pass: (allocation, user) -> queued workloads in submit order, and the held ones."""
     grouped: dict[tuple[AllocationPath, str], list[PendingWorkload]] = {}
     held: list[PendingWorkload] = []
+    # Checked in the same loop: the workloads lie in memory in creation order, not submit order,
+    # so a second walk over them would wait on memory about as long as this one.
+    in_order, last = True, -math.inf
     for workload in pending:
+        submitted = workload.submitted_at
+        if not last < submitted:  # ties too: only the id could order them
+            in_order = False
+        last = submitted
         if workload.held:
             held.append(workload)
             continue
@@ -52,7 +58,7 @@ def group_pending(pending: Sequence[PendingWorkload]) -> Grouped:
             grouped[key] = [workload]
         else:
             queue.append(workload)
-    if not _strictly_increasing(map(SUBMIT_TIME, pending)):  # else grouping kept (submitted_at, id)
+    if not in_order:  # else grouping kept (submitted_at, id)
         for queue in grouped.values():
             queue.sort(key=SUBMIT_ORDER)
         held.sort(key=SUBMIT_ORDER)
@@ -71,13 +77,6 @@ def swap_grouped(grouped: Grouped, old: PendingWorkload, new: PendingWorkload) -
     queue = groups.setdefault((new.allocation, new.user), [])
     queue.insert(bisect_left(queue, SUBMIT_ORDER(new), key=SUBMIT_ORDER), new)
     return groups, list(grouped[1])
-
-
-def _strictly_increasing(values: Iterable[float]) -> bool:
-    """True when every value is larger than the one before (C-level: about half the cost of sorting
-    300 already-sorted queues by a tuple key). Ties give False: only the id could order them."""
-    values = list(values)
-    return all(map(lt, values, islice(values, 1, None)))
 
 
 class FairShareQueue:
