@@ -60,6 +60,7 @@ class Explaining:
         """One reason per pending workload, in the final walk's order (held work last)."""
         self.first_seen: dict[str, int] = {}
         self.resolved: dict[int, reasons.Outcome] = {}  # by id(key): equal keys are one object
+        self.capacity_by_shape: dict[str, dict[Shape, reasons.Outcome]] = {}  # untried work's
         explained: list[PendingReason] = []
         start = 0
         for at, (workload, key) in enumerate(self.blocked):
@@ -94,17 +95,21 @@ class Explaining:
             outcomes = [self._resolved(("unfunded", allocation), before + 1)] * len(ids)
         else:
             capacity = lambda shape, _: ("capacity", shape, allocation)  # noqa: E731
-            outcomes = self._outcomes(list(map(_SHAPE, workloads)), capacity, before)
+            known = self.capacity_by_shape.setdefault(allocation, {})  # one per shape and allocation
+            outcomes = self._outcomes(list(map(_SHAPE, workloads)), capacity, before, known)
         explained.extend(reasons.make_reasons(ids, outcomes, before + 1))
 
-    def _outcomes(self, tags: list, key_of, before: int) -> list[reasons.Outcome]:
+    def _outcomes(self, tags: list, key_of, before: int, known: dict | None = None) -> list[reasons.Outcome]:
         """The outcome of each tag (a key's id, or an untried workload's shape), the first of them
         at position ``before + 1``. Each distinct tag is resolved once, at its first appearance and
-        in order of first appearance: a capacity reason counts the workloads ahead from there."""
-        by_tag, at, find = {}, -1, tags.index
+        in order of first appearance: a capacity reason counts the workloads ahead from there.
+        ``known``: tag -> outcome resolved by an earlier call (its key's, which never changes), kept
+        up to date here."""
+        by_tag, at, find = {} if known is None else known, -1, tags.index
         for tag in dict.fromkeys(tags):  # distinct tags, in order of first appearance
             at = find(tag, at + 1)  # its first index: every tag between was seen before it
-            by_tag[tag] = self._resolved(key_of(tag, at), before + at + 1)
+            if tag not in by_tag:
+                by_tag[tag] = self._resolved(key_of(tag, at), before + at + 1)
         return list(map(by_tag.__getitem__, tags))
 
     def _resolved(self, key: tuple, position: int) -> reasons.Outcome:
