@@ -47,24 +47,26 @@ def can_edit(
     user: AbstractBaseUser | AnonymousUser, node: BudgetNode, *, memberships: dict[str, str] | None = None
 ) -> bool:
     """May edit this node's name, placement, archive flag and allocations (it must be below a managed node)."""
-    if not user.is_authenticated:
-        return False
-    if user.is_staff:
-        return True
-    held = memberships if memberships is not None else memberships_by_path(user)
-    return any(held.get(path) == Role.MANAGER for path in ancestor_paths(node.path)[:-1])
+    return _manages_one_of(user, ancestor_paths(node.path)[:-1], memberships)
 
 
 def can_add_child(
     user: AbstractBaseUser | AnonymousUser, node: BudgetNode, *, memberships: dict[str, str] | None = None
 ) -> bool:
     """A manager of a node may create children under it (they are its descendants)."""
+    return _manages_one_of(user, ancestor_paths(node.path), memberships)
+
+
+def _manages_one_of(
+    user: AbstractBaseUser | AnonymousUser, paths: list[str], memberships: dict[str, str] | None
+) -> bool:
+    """Staff manage everything; anyone else must hold the manager role on one of ``paths``."""
     if not user.is_authenticated:
         return False
     if user.is_staff:
         return True
     held = memberships if memberships is not None else memberships_by_path(user)
-    return any(held.get(path) == Role.MANAGER for path in ancestor_paths(node.path))
+    return any(held.get(path) == Role.MANAGER for path in paths)
 
 
 def can_submit(
