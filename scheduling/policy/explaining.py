@@ -105,6 +105,10 @@ class Explaining:
         in order of first appearance: a capacity reason counts the workloads ahead from there.
         ``known``: tag -> outcome resolved by an earlier call (its key's, which never changes), kept
         up to date here."""
+        if known:  # most of an allocation's later queues hold only shapes resolved before: one lookup each
+            outcomes = list(map(known.get, tags))
+            if None not in outcomes:
+                return outcomes
         by_tag, at, find = {} if known is None else known, -1, tags.index
         for tag in dict.fromkeys(tags):  # distinct tags, in order of first appearance
             at = find(tag, at + 1)  # its first index: every tag between was seen before it
