@@ -3,6 +3,7 @@ and the pending reasons (DESIGN 6), with positions and estimated starts. Mixed i
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from operator import attrgetter, itemgetter
 
 from scheduling.policy import reasons
@@ -58,26 +59,35 @@ class Explaining:
     # -- explain -------------------------------------------------------------------------------
     def _explain(self) -> tuple:
         """One reason per pending workload, in the final walk's order (held work last)."""
-        self.first_seen: dict[str, int] = {}
-        self.resolved: dict[int, reasons.Outcome] = {}  # by id(key): equal keys are one object
-        self.capacity_by_shape: dict[str, dict[Shape, reasons.Outcome]] = {}  # untried work's
+        self._start_explaining()
         explained: list[PendingReason] = []
-        start = 0
-        for at, (workload, key) in enumerate(self.blocked):
-            if workload is None:  # an untried tail: key holds its (allocation, queue) groups
-                self._explain_group(None, self.blocked[start:at], explained)
-                for allocation, items in key:
-                    self._explain_group(allocation, items, explained)
-                start = at + 1
-        self._explain_group(None, self.blocked[start:], explained)
+        for allocation, workloads, keys, ids in self._segments():
+            explained.extend(self._segment_reasons(allocation, workloads, keys, ids, len(explained)))
         held = [reasons.held(workload) for workload in self.held]
         explained.extend(reasons.make_reasons(list(map(_ID, self.held)), held, len(explained) + 1))
         return tuple(explained)
 
-    def _explain_group(self, allocation: str | None, items, explained: list) -> None:
-        """Append reasons for ``items``: (workload, key) pairs, or, with an ``allocation``, untried
-        workloads whose key comes from their shape and standing. Requeued victims that did not
-        restart get none (they were not pending in the snapshot)."""
+    def _start_explaining(self) -> None:
+        self.first_seen: dict[str, int] = {}
+        self.resolved: dict[int, reasons.Outcome] = {}  # by id(key): equal keys are one object
+        self.capacity_by_shape: dict[str, dict[Shape, reasons.Outcome]] = {}  # untried work's
+
+    def _segments(self) -> Iterator[tuple[str | None, list, list | None, list]]:
+        """The final walk's order in runs: (None, workloads, their keys, ids) for walked work, and
+        (allocation, workloads, None, ids) for each queue of an untried tail, whose keys come from
+        their shape and standing. Requeued victims that did not restart are left out (they were
+        not pending in the snapshot)."""
+        start = 0
+        blocked = self.blocked
+        for at, (workload, key) in enumerate(blocked):
+            if workload is None:  # an untried tail: key holds its (allocation, queue) groups
+                yield self._segment(None, blocked[start:at])
+                for allocation, items in key:
+                    yield self._segment(allocation, items)
+                start = at + 1
+        yield self._segment(None, blocked[start:])
+
+    def _segment(self, allocation: str | None, items) -> tuple[str | None, list, list | None, list]:
         if allocation is None:
             workloads, keys = list(map(_WORKLOAD, items)), list(map(_KEY, items))
         else:
@@ -88,7 +98,12 @@ class Explaining:
             ids, workloads = [ids[at] for at in kept], [workloads[at] for at in kept]
             if keys is not None:
                 keys = [keys[at] for at in kept]
-        before = len(explained)
+        return allocation, workloads, keys, ids
+
+    def _segment_reasons(
+        self, allocation: str | None, workloads: list, keys: list | None, ids: list, before: int
+    ) -> list[PendingReason]:
+        """The reasons of one segment (see ``_segments``), the first at position ``before + 1``."""
         if keys is not None:
             outcomes = self._outcomes(list(map(id, keys)), lambda _, at: keys[at], before)
         elif self.fairshare and allocation not in self.tree.funded:
@@ -97,7 +112,88 @@ class Explaining:
             capacity = lambda shape, _: ("capacity", shape, allocation)  # noqa: E731
             known = self.capacity_by_shape.setdefault(allocation, {})  # one per shape and allocation
             outcomes = self._outcomes(list(map(_SHAPE, workloads)), capacity, before, known)
-        explained.extend(reasons.make_reasons(ids, outcomes, before + 1))
+        return reasons.make_reasons(ids, outcomes, before + 1)
+
+    def _explain_only(self, wanted: frozenset[int]) -> tuple:
+        """The reasons ``_explain`` gives the ``wanted`` workloads, and only those: positions count
+        the segments ahead, and only the keys of the wanted workloads are resolved. The one thing a
+        reason takes from the order is the work ahead of an allocation's first "queued" reason
+        (``first_seen``): that is found by scanning for the first workload resolving like it."""
+        self._start_explaining()
+        segments = list(self._segments())
+        found: list[tuple[int, int, int]] = []  # (position, segment, offset), in position order
+        before = 0
+        for at, (_, _, _, ids) in enumerate(segments):
+            if not wanted.isdisjoint(ids):
+                found.extend((before + offset + 1, at, offset) for offset, i in enumerate(ids) if i in wanted)
+            before += len(ids)
+        if found:
+            self._replay_protected(segments, found[-1][0])
+        explained: list[PendingReason] = []
+        for position, at, offset in found:
+            allocation, workloads, keys, ids = segments[at]
+            key = keys[offset] if keys is not None else self._untried_key(allocation, workloads[offset])
+            queued_in = self._queued_allocation(key)
+            if queued_in is not None and queued_in not in self.first_seen:
+                self.first_seen[queued_in] = self._first_queued(queued_in, segments) - 1
+            explained.append(reasons.make_reason(ids[offset], self._resolved(key, position), position))
+        for offset, workload in enumerate(self.held):
+            if workload.id in wanted:
+                explained.append(
+                    reasons.make_reason(workload.id, reasons.held(workload), before + offset + 1)
+                )
+        return tuple(explained)
+
+    def _replay_protected(self, segments: list, last: int) -> None:
+        """Judge protection for every walked key up to position ``last`` in the order ``_explain``
+        does: a judgement caches victim pools (per standing, not per shape) and charges the tree
+        and back, so an earlier one can change a later one; the same order gives the same result."""
+        before = 0
+        for _, _, keys, ids in segments:
+            if before >= last:
+                return
+            if keys is not None:
+                tags = list(map(id, keys[: last - before]))
+                at, find = -1, tags.index
+                for tag in dict.fromkeys(tags):  # distinct keys, in order of first appearance
+                    at = find(tag, at + 1)
+                    if keys[at][0] == "check_protected":
+                        self._protected_until(keys[at][1:6])
+            before += len(ids)
+
+    def _untried_key(self, allocation: str, workload: PendingWorkload) -> tuple:
+        """The key ``_segment_reasons`` resolves an untried workload of ``allocation`` by."""
+        if self.fairshare and allocation not in self.tree.funded:
+            return ("unfunded", allocation)
+        return ("capacity", _SHAPE(workload), allocation)
+
+    def _queued_allocation(self, key: tuple) -> str | None:
+        """The allocation whose "queued" reason ``key`` resolves to (see ``_capacity_outcome``), or None."""
+        if key[0] == "check_protected":
+            if self._protected_until(key[1:6]) is not None:
+                return None
+            key = key[6]
+        if key[0] in ("capacity", "reserved_self") and self._fit_at_start(key[1]):
+            return key[2]
+        return None
+
+    def _first_queued(self, allocation: str, segments: list) -> int:
+        """The position of the first workload whose key resolves to ``allocation``'s "queued" reason."""
+        before = 0
+        for segment_allocation, workloads, keys, ids in segments:
+            if keys is not None:
+                tags = list(map(id, keys))
+                at, find = -1, tags.index
+                for tag in dict.fromkeys(tags):  # distinct keys, in order of first appearance
+                    at = find(tag, at + 1)
+                    if self._queued_allocation(keys[at]) == allocation:
+                        return before + at + 1
+            elif segment_allocation == allocation:
+                for at, workload in enumerate(workloads):
+                    if self._queued_allocation(self._untried_key(allocation, workload)) == allocation:
+                        return before + at + 1
+            before += len(ids)
+        raise AssertionError(f"no queued work of {allocation}")  # the wanted workload is one
 
     def _outcomes(self, tags: list, key_of, before: int, known: dict | None = None) -> list[reasons.Outcome]:
         """The outcome of each tag (a key's id, or an untried workload's shape), the first of them

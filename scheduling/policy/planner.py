@@ -51,38 +51,60 @@ _SUBMIT_ORDER = attrgetter("submitted_at", "id")
 _WALKS = 4  # a first walk and up to three settling walks
 
 
-def plan(snapshot: Snapshot, now: float, config: PolicyConfig) -> Plan:
-    """Decide starts, preemptions and reservations for one pass, and explain what stays pending."""
-    return plan_grouped(snapshot, now, config, None)
+Explain = bool | frozenset[int]
 
 
-def plan_grouped(snapshot: Snapshot, now: float, config: PolicyConfig, grouped: Grouped | None) -> Plan:
+def plan(snapshot: Snapshot, now: float, config: PolicyConfig, *, explain: Explain = True) -> Plan:
+    """Decide starts, preemptions and reservations for one pass, and explain what stays pending.
+
+    ``explain``: True, a reason for every pending workload; False, none (``Plan.reasons`` is empty;
+    the decisions are the same); a set of workload ids, only theirs, each exactly as True gives it."""
+    return plan_grouped(snapshot, now, config, None, explain=explain)
+
+
+def plan_grouped(
+    snapshot: Snapshot, now: float, config: PolicyConfig, grouped: Grouped | None, *, explain: Explain = True
+) -> Plan:
     """``plan``, given ``group_pending(snapshot.pending)`` already (None: group here). For callers
     that plan many variants of one snapshot (``options.start_options``); a pass extends the lists."""
+    if explain is not True and explain is not False:
+        explain = frozenset(explain)
     if not snapshot.backend_available:
-        return _backend_unavailable(snapshot, now)
+        return _backend_unavailable(snapshot, now, explain)
     collecting = gc.isenabled()
     gc.disable()  # a pass allocates ~2 objects per pending workload and frees none of them
     try:
-        return _Pass(snapshot, now, config, grouped).run()
+        return _Pass(snapshot, now, config, grouped, explain).run()
     finally:
         if collecting:
             gc.enable()
 
 
-def _backend_unavailable(snapshot: Snapshot, now: float) -> Plan:
+def _backend_unavailable(snapshot: Snapshot, now: float, explain: Explain = True) -> Plan:
     outcome = reasons.backend_unavailable(snapshot.backend_name, snapshot.backend_error_at, now)
-    pending = sorted(snapshot.pending, key=_SUBMIT_ORDER)
-    explained = tuple(reasons.make_reason(w.id, outcome, i) for i, w in enumerate(pending, 1))
+    pending = sorted(snapshot.pending, key=_SUBMIT_ORDER) if explain else ()
+    explained = tuple(
+        reasons.make_reason(w.id, outcome, i)
+        for i, w in enumerate(pending, 1)
+        if explain is True or w.id in explain
+    )
     return Plan((), (), (), explained, MappingProxyType({}), MappingProxyType({}))
 
 
 class _Pass(Preempting, Explaining):
     """The mutable state of one pass; ``run`` is the only entry."""
 
-    def __init__(self, snapshot: Snapshot, now: float, config: PolicyConfig, grouped: Grouped | None) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        now: float,
+        config: PolicyConfig,
+        grouped: Grouped | None,
+        explain: Explain = True,
+    ) -> None:
         self.snapshot, self.now, self.config = snapshot, now, config
         self.grouped = grouped
+        self.explain = explain
         self.fairshare = config.ordering == "fairshare"
         self.charge_s = config.projected_charge_s if self.fairshare else 0.0
         self.timings: dict[str, float] = {}
@@ -115,7 +137,12 @@ class _Pass(Preempting, Explaining):
         self._timed("index", self._index)
         self._timed("admit", self._admit)
         self.timings["admit"] -= self.timings.get("preempt", 0.0) + self.timings.get("reserve", 0.0)
-        explained = self._timed("explain", self._explain)
+        if self.explain is True:
+            explained = self._timed("explain", self._explain)
+        elif self.explain is False:
+            explained = ()
+        else:
+            explained = self._timed("explain", lambda: self._explain_only(self.explain))
         return Plan(
             starts=tuple(self.starts),
             preemptions=tuple(self.preemptions),

@@ -1,0 +1,93 @@
+"""``plan(..., explain=...)``: no reasons, or only some, never changes a decision or a reason."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from benchmarks import policy_pass
+from scheduling.policy import PolicyConfig, plan
+from scheduling.policy.planner import plan_grouped
+from scheduling.policy.queues import group_pending
+from scheduling.policy.replay import after_plan
+from tests.policy import builders as b
+from tests.policy.test_properties import NOW, SETTINGS, snapshots
+
+ORDERINGS = st.sampled_from(["fairshare", "priority", "fifo"])
+CONFIGS = st.builds(
+    PolicyConfig,
+    ordering=ORDERINGS,
+    preemption=st.booleans(),
+    contract=st.booleans(),
+    reservation=st.booleans(),
+    backfill=st.booleans(),
+    settle=st.booleans(),
+    projected_charge_s=st.sampled_from([0.0, 3600.0, 360000.0]),
+)
+
+
+def decisions(result) -> tuple:
+    return (result.starts, result.preemptions, result.reservations, dict(result.fair_share))
+
+
+@given(snapshots(), CONFIGS)
+@SETTINGS
+def test_without_explaining_the_decisions_are_the_same_and_there_are_no_reasons(state, config):
+    full = plan(state, NOW, config)
+    bare = plan(state, NOW, config, explain=False)
+    assert bare.reasons == ()
+    assert decisions(bare) == decisions(full)
+    assert "explain" not in bare.timings_ms
+
+
+@given(snapshots(), CONFIGS, st.data())
+@SETTINGS
+def test_explaining_some_workloads_gives_exactly_their_reasons_from_the_full_explanation(state, config, data):
+    full = plan(state, NOW, config)
+    known = [workload.id for workload in state.pending] + [workload.id for workload in state.running]
+    wanted = frozenset(data.draw(st.lists(st.sampled_from(known + [-1]), max_size=4)))
+    some = plan(state, NOW, config, explain=wanted)
+    assert decisions(some) == decisions(full)
+    assert some.reasons == tuple(reason for reason in full.reasons if reason.workload_id in wanted)
+
+
+@given(snapshots(), CONFIGS)
+@SETTINGS
+def test_each_workload_explained_alone_gets_its_reason_from_the_full_explanation(state, config):
+    full = plan(state, NOW, config)
+    for reason in full.reasons:
+        alone = plan_grouped(state, NOW, config, group_pending(state.pending), explain={reason.workload_id})
+        assert alone.reasons == (reason,)
+    # and on the next pass, which starts from what this one decided
+    following = after_plan(state, full, NOW)
+    again = plan(following, NOW, config)
+    for reason in again.reasons:
+        assert plan(following, NOW, config, explain=frozenset({reason.workload_id})).reasons == (reason,)
+
+
+def test_an_unavailable_backend_explains_only_what_is_asked():
+    state = b.snapshot(
+        b.tree(("org", None, 10.0), ("org/a", "org", 10.0)),
+        b.nodes(1),
+        queue=[
+            b.pending(1, "org/a", 1, submitted_at=NOW - 2),
+            b.pending(2, "org/a", 1, submitted_at=NOW - 1),
+        ],
+        backend_available=False,
+    )
+    full = plan(state, NOW, PolicyConfig())
+    assert len(full.reasons) == 2
+    assert plan(state, NOW, PolicyConfig(), explain=frozenset({2})).reasons == full.reasons[1:]
+    assert plan(state, NOW, PolicyConfig(), explain=False).reasons == ()
+
+
+def test_a_busy_cluster_with_an_untried_tail_explains_any_workload_alone_exactly():
+    state = policy_pass.build_snapshot(400, 12, seed=3)
+    config = PolicyConfig()
+    full = plan(state, policy_pass.NOW, config)
+    assert plan(state, policy_pass.NOW, config, explain=False).starts == full.starts
+    for reason in full.reasons[::7] + full.reasons[-5:]:
+        alone = plan(state, policy_pass.NOW, config, explain=frozenset({reason.workload_id}))
+        assert alone.reasons == (reason,)
+    wanted = frozenset(reason.workload_id for reason in full.reasons[1::3])
+    assert plan(state, policy_pass.NOW, config, explain=wanted).reasons == full.reasons[1::3]
