@@ -124,8 +124,10 @@ def test_a_pending_workload_gets_a_reason_from_the_worker(worker):
     lab = build_lab()
     big = submit(lab.oscar, "lab/language", 32, min_runtime_s=3600, metadata={"duration_s": 600})
     waiting = submit(lab.bob, "lab/vision/perception", 8, metadata={"duration_s": 600})
-    passes_until(lambda: PendingReason.objects.filter(workload_id=waiting).exists(), worker=worker,
-                 cluster_id=lab.main.pk, what="a pending reason for the queued workload")  # fmt: skip
+    # A pass writes reasons before it dispatches its starts: wait for the pass to complete too.
+    passes_until(lambda: PendingReason.objects.filter(workload_id=waiting).exists()
+                 and SchedulingPass.objects.filter(cluster_id=lab.main.pk, status="completed").exists(),
+                 worker=worker, cluster_id=lab.main.pk, what="a completed pass that explains the queued workload")  # fmt: skip
     assert states([big, waiting]) == [WorkloadState.RUNNING, WorkloadState.PENDING]
     reason = PendingReason.objects.get(workload_id=waiting)
     assert reason.position == 1 and reason.message
