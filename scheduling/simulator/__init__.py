@@ -9,6 +9,7 @@ It needs no database.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 
 from scheduling.policy import PolicyConfig
@@ -57,10 +58,13 @@ def run_simulation(
 ) -> SimulationResult:
     """Replay ``inputs`` under ``policy`` (or an explicit ``config``) and measure it.
 
-    ``planner`` defaults to the real :func:`scheduling.policy.plan`; tests may pass a stand-in.
+    ``planner`` defaults to the real :func:`scheduling.policy.plan` with ``explain=False``: the
+    same decisions, without the pending reasons nobody reads here; tests may pass a stand-in.
     """
     if planner is None:
-        from scheduling.policy import plan as planner  # noqa: PLC0415 - the policy may load late
+        from scheduling.policy import plan  # noqa: PLC0415 - the policy may load late
+
+        planner = functools.partial(plan, explain=False)
     began = time.perf_counter()
     engine = Engine(
         inputs,
