@@ -227,20 +227,18 @@ AS_IT_IS = "As it is"
 def start_options(*, workload: Workload, now: datetime) -> list[StartOption]:
     """What the policy says would start the workload sooner, on the cluster as it is now.
 
-    One snapshot read, then :func:`scheduling.policy.start_options` re-plans each variant (fewer
-    GPUs, minimum runtime 0, unfunded, another GPU type) with the same ``plan()`` the pass runs.
-    When it would start in the next pass anyway, the one option returned is "As it is".
+    One snapshot read, then :func:`scheduling.policy.options.decide_start_options` plans the
+    workload as it is and each variant (fewer GPUs, minimum runtime 0, unfunded, another GPU type)
+    with the same ``plan()`` the pass runs. When it would start in the next pass anyway, the one
+    option returned is "As it is".
     """
-    from scheduling import policy
+    from scheduling.policy.options import decide_start_options
 
     if workload.state != WorkloadState.PENDING:
         return []
     snapshot, config = options_snapshot(cluster=workload.cluster, now=now)
-    moment = now.timestamp()
-    options = policy.start_options(snapshot, workload.pk, moment, config)
-    if not options and any(
-        start.workload_id == workload.pk for start in policy.plan(snapshot, moment, config).starts
-    ):
+    as_it_is, options = decide_start_options(snapshot, workload.pk, now.timestamp(), config)
+    if as_it_is is not None and as_it_is.starts_now:
         return [StartOption(AS_IT_IS, True, None, "would start in the next pass")]
     return [
         StartOption(

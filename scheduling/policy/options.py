@@ -5,18 +5,37 @@
 reserved nodes), charged to no budget (unfunded: opportunistic, never protected), and every other
 GPU type the cluster has. An option is returned when the variant starts in this pass, or has a
 known estimated start earlier than the workload as it is.
+
+Each variant is one ``plan_grouped`` of the whole snapshot, cut short only where that is exact:
+
+- only the one workload's reason is explained (``explain=frozenset({id})``; it equals the full
+  explanation's);
+- a variant stops planning as soon as the workload starts: a start is never undone later in the
+  same pass (only work running in the snapshot, and started before ``now``, may be preempted; a
+  settling walk only adds starts), so the rest of the pass could not change the answer.
 """
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, replace
 
-from scheduling.policy.planner import plan_grouped
+from scheduling.policy import planner
+from scheduling.policy.placement import FreeIndex
 from scheduling.policy.queues import Grouped, group_pending, swap_grouped
 from scheduling.policy.reasons import gpus_phrase
-from scheduling.policy.types import PendingWorkload, Plan, PolicyConfig, ReasonCode, Snapshot, WorkloadId
+from scheduling.policy.types import (
+    PendingWorkload,
+    Placement,
+    Plan,
+    PolicyConfig,
+    ReasonCode,
+    Snapshot,
+    WorkloadId,
+)
 
 UNFUNDED_ALLOCATION = "(unfunded)"
+AS_IT_IS = "as it is"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,22 +51,33 @@ def start_options(
     snapshot: Snapshot, workload_id: WorkloadId, now: float, config: PolicyConfig
 ) -> tuple[StartOption, ...]:
     """Options that start ``workload_id`` sooner than as it is (empty if it starts anyway or is unknown)."""
+    return decide_start_options(snapshot, workload_id, now, config)[1]
+
+
+def decide_start_options(
+    snapshot: Snapshot, workload_id: WorkloadId, now: float, config: PolicyConfig
+) -> tuple[StartOption | None, tuple[StartOption, ...]]:
+    """(the workload as it is, the options that start it sooner), from one planning per variant.
+
+    The first is what ``plan(snapshot)`` decides for the workload (labelled "as it is"), or None
+    when it is not in the snapshot's queue or is held; the options are empty when it is None or
+    starts now (as :func:`start_options`)."""
     workload = next((w for w in snapshot.pending if w.id == workload_id), None)
     if workload is None or workload.held:
-        return ()
+        return None, ()
     # Read the queue once; each variant swaps its one workload into copies of these.
     shared = (
         group_pending(snapshot.pending),
         [at for at, w in enumerate(snapshot.pending) if w.id == workload_id],
     )
-    baseline = _decide(snapshot, shared, workload, "as it is", {}, now, config)
+    baseline = _decide(snapshot, shared, workload, AS_IT_IS, {}, now, config)
     if baseline.starts_now:
-        return ()
+        return baseline, ()
     options = (
         _decide(snapshot, shared, workload, label, changes, now, config)
         for label, changes in _variants(snapshot, workload)
     )
-    return tuple(option for option in options if _sooner(option, baseline))
+    return baseline, tuple(option for option in options if _sooner(option, baseline))
 
 
 def _variants(snapshot: Snapshot, workload: PendingWorkload) -> list[tuple[str, dict[str, object]]]:
@@ -84,8 +114,47 @@ def _decide(
     for at in places:
         pending[at] = variant
     variant_grouped = swap_grouped(grouped, workload, variant)
-    result = plan_grouped(replace(snapshot, pending=tuple(pending)), now, config, variant_grouped)
+    result = _plan_until_started(
+        replace(snapshot, pending=tuple(pending)), now, config, variant_grouped, workload.id
+    )
+    if result is None:
+        return StartOption(label, changes, True, None, None)
     return _option(label, changes, workload.id, result)
+
+
+class _Started(Exception):
+    """The watched workload started: nothing later in the pass can undo that."""
+
+
+class _UntilStarted(planner._Pass):
+    """The planner's pass, stopped the moment ``watched`` starts (``_start`` is where every start,
+    placed or by preemption, is recorded)."""
+
+    watched: WorkloadId
+
+    def _start(self, workload: PendingWorkload, placement: Placement, index: FreeIndex) -> None:
+        super()._start(workload, placement, index)
+        if workload.id == self.watched:
+            raise _Started
+
+
+def _plan_until_started(
+    snapshot: Snapshot, now: float, config: PolicyConfig, grouped: Grouped, watched: WorkloadId
+) -> Plan | None:
+    """``plan_grouped(..., explain=frozenset({watched}))``, or None as soon as ``watched`` starts."""
+    if not snapshot.backend_available:
+        return planner.plan_grouped(snapshot, now, config, grouped, explain=frozenset({watched}))
+    collecting = gc.isenabled()
+    gc.disable()  # as plan_grouped: a pass allocates much and frees nothing
+    try:
+        run = _UntilStarted(snapshot, now, config, grouped, frozenset({watched}))
+        run.watched = watched
+        return run.run()
+    except _Started:
+        return None
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _option(label: str, changes: dict, workload_id: WorkloadId, result: Plan) -> StartOption:
