@@ -58,14 +58,74 @@ class Explaining:
 
     # -- explain -------------------------------------------------------------------------------
     def _explain(self) -> tuple:
-        """One reason per pending workload, in the final walk's order (held work last)."""
+        """One reason per pending workload, in the final walk's order (held work last).
+
+        One loop per run of the order fills a draft reason per workload (see reasons.py); each key
+        (or untried shape) is resolved at its first appearance, in order, so a "queued" reason
+        counts the work ahead of its allocation's first queued workload."""
         self._start_explaining()
-        explained: list[PendingReason] = []
-        for allocation, workloads, keys, ids in self._segments():
-            explained.extend(self._segment_reasons(allocation, workloads, keys, ids, len(explained)))
+        drafts: list = []
+        start = 0
+        blocked = self.blocked
+        for at, (workload, key) in enumerate(blocked):
+            if workload is None:  # an untried tail: key holds its (allocation, queue) groups
+                self._draft_walked(blocked[start:at], drafts)
+                for allocation, items in key:
+                    self._draft_untried(allocation, items, drafts)
+                start = at + 1
+        self._draft_walked(blocked[start:] if start else blocked, drafts)
+        explained = reasons.finish(drafts)
         held = [reasons.held(workload) for workload in self.held]
         explained.extend(reasons.make_reasons(list(map(_ID, self.held)), held, len(explained) + 1))
         return tuple(explained)
+
+    def _draft_walked(self, items: list, drafts: list) -> None:
+        """Draft reasons for walked (workload, key) pairs; requeued victims get none."""
+        requeued, resolved, resolve = self.requeued, self.resolved.get, self._resolved
+        new, draft_class, append = reasons.new_draft, reasons.Draft, drafts.append
+        position = len(drafts)
+        for workload, key in items:
+            workload_id = workload.id
+            if workload_id in requeued:
+                continue
+            position += 1
+            outcome = resolved(id(key))
+            if outcome is None:
+                outcome = resolve(key, position)
+            draft = new(draft_class)
+            draft.workload_id = workload_id
+            draft.code, draft.params, draft.message, draft.estimated_start = outcome
+            draft.position = position
+            append(draft)
+
+    def _draft_untried(self, allocation: str, items, drafts: list) -> None:
+        """Draft reasons for an untried queue of ``allocation``: the outcome of each workload's
+        shape in its allocation (or of the allocation being unfunded)."""
+        requeued, new, draft_class, append = self.requeued, reasons.new_draft, reasons.Draft, drafts.append
+        position = len(drafts)
+        if self.fairshare and allocation not in self.tree.funded:
+            unfunded = self._resolved(("unfunded", allocation), position + 1)
+        else:
+            unfunded = None
+            known = self.capacity_by_shape.setdefault(allocation, {})  # one per shape and allocation
+            lookup = known.get
+        for workload in items:
+            workload_id = workload.id
+            if workload_id in requeued:
+                continue
+            position += 1
+            if unfunded is None:
+                shape = (workload.gpus, workload.gpus_per_node, workload.gpu_type)
+                outcome = lookup(shape)
+                if outcome is None:
+                    outcome = known[shape] = self._resolved(("capacity", shape, allocation), position)
+            else:
+                outcome = unfunded
+            draft = new(draft_class)
+            draft.workload_id = workload_id
+            draft.code, draft.params, draft.message, draft.estimated_start = outcome
+            draft.position = position
+            append(draft)
 
     def _start_explaining(self) -> None:
         self.first_seen: dict[str, int] = {}
@@ -99,20 +159,6 @@ class Explaining:
             if keys is not None:
                 keys = [keys[at] for at in kept]
         return allocation, workloads, keys, ids
-
-    def _segment_reasons(
-        self, allocation: str | None, workloads: list, keys: list | None, ids: list, before: int
-    ) -> list[PendingReason]:
-        """The reasons of one segment (see ``_segments``), the first at position ``before + 1``."""
-        if keys is not None:
-            outcomes = self._outcomes(list(map(id, keys)), lambda _, at: keys[at], before)
-        elif self.fairshare and allocation not in self.tree.funded:
-            outcomes = [self._resolved(("unfunded", allocation), before + 1)] * len(ids)
-        else:
-            capacity = lambda shape, _: ("capacity", shape, allocation)  # noqa: E731
-            known = self.capacity_by_shape.setdefault(allocation, {})  # one per shape and allocation
-            outcomes = self._outcomes(list(map(_SHAPE, workloads)), capacity, before, known)
-        return reasons.make_reasons(ids, outcomes, before + 1)
 
     def _explain_only(self, wanted: frozenset[int]) -> tuple:
         """The reasons ``_explain`` gives the ``wanted`` workloads, and only those: positions count
@@ -162,7 +208,7 @@ class Explaining:
             before += len(ids)
 
     def _untried_key(self, allocation: str, workload: PendingWorkload) -> tuple:
-        """The key ``_segment_reasons`` resolves an untried workload of ``allocation`` by."""
+        """The key ``_draft_untried`` resolves an untried workload of ``allocation`` by."""
         if self.fairshare and allocation not in self.tree.funded:
             return ("unfunded", allocation)
         return ("capacity", _SHAPE(workload), allocation)
@@ -194,23 +240,6 @@ class Explaining:
                         return before + at + 1
             before += len(ids)
         raise AssertionError(f"no queued work of {allocation}")  # the wanted workload is one
-
-    def _outcomes(self, tags: list, key_of, before: int, known: dict | None = None) -> list[reasons.Outcome]:
-        """The outcome of each tag (a key's id, or an untried workload's shape), the first of them
-        at position ``before + 1``. Each distinct tag is resolved once, at its first appearance and
-        in order of first appearance: a capacity reason counts the workloads ahead from there.
-        ``known``: tag -> outcome resolved by an earlier call (its key's, which never changes), kept
-        up to date here."""
-        if known:  # most of an allocation's later queues hold only shapes resolved before: one lookup each
-            outcomes = list(map(known.get, tags))
-            if None not in outcomes:
-                return outcomes
-        by_tag, at, find = {} if known is None else known, -1, tags.index
-        for tag in dict.fromkeys(tags):  # distinct tags, in order of first appearance
-            at = find(tag, at + 1)  # its first index: every tag between was seen before it
-            if tag not in by_tag:
-                by_tag[tag] = self._resolved(key_of(tag, at), before + at + 1)
-        return list(map(by_tag.__getitem__, tags))
 
     def _resolved(self, key: tuple, position: int) -> reasons.Outcome:
         """``key``'s outcome, resolved once per pass (equal keys are one object, see ``_wait``)."""
