@@ -227,13 +227,14 @@ class _Pass(Preempting, Explaining):
         flip-flop), even where the projected charge reordered work within this pass.
         """
         before = (0, 0)
-        self._walk(self.queues)
-        for _ in range(_WALKS - 1 if self.config.settle else 0):
+        settle = self.config.settle
+        self._walk(self.queues, settle)
+        for walk in range(2, _WALKS + 1 if settle else 0):
             after = (len(self.starts), len(self.preemptions))
             if after == before:
                 break
             before = after
-            self._walk(self._queues_again())
+            self._walk(self._queues_again(), walk < _WALKS)
 
     def _queues_again(self) -> list:
         """Everything still pending (the snapshot's queues less what started, plus requeued
@@ -261,13 +262,17 @@ class _Pass(Preempting, Explaining):
         self.relief += 1
         return self._make_queues(groups)
 
-    def _walk(self, queues: list) -> None:
+    def _walk(self, queues: list, settles: bool) -> None:
         """Walk the order, draining the head (allocation, user) queue until something starts.
 
         A workload like one that already failed (same shape, allocation and contract terms) fails
         the same way until GPUs may come free or the reservation changes (``relief``; a start
         only takes GPUs), so it reuses that outcome instead of searching again; that keeps a pass
         over 100,000 pending workloads cheap.
+
+        ``settles``: another walk follows if this one starts or preempts anything. Then, from its
+        first start on, what this walk leaves blocked is never explained (the next walk's is), so
+        it is not recorded; nor is anything when nothing is explained (``explain=False``).
         """
         failed: dict[tuple, tuple] = {}  # signature -> outcome key, valid while ``relief`` holds
         relief = self.relief  # a start only takes GPUs: what failed before still fails after it
@@ -275,12 +280,15 @@ class _Pass(Preempting, Explaining):
         append = blocked.append
         known = failed.get
         now = self.now
+        explained = self.explain is not False
+        unchanged = len(self.starts)  # a preemption comes with a start
         for queue in queues:
             misses, checked = 0, -1
             while (head := queue.head()) is not None:
                 items, taken, started = head[2], 0, False
                 pop = items.popleft
                 start_at = self._reservation_start()
+                record = explained and not (settles and len(self.starts) != unchanged)
                 while items:
                     workload = pop()
                     taken += 1
@@ -296,7 +304,8 @@ class _Pass(Preempting, Explaining):
                     )
                     key = known(signature)
                     if key is not None:
-                        append((workload, key))
+                        if record:
+                            append((workload, key))
                         continue
                     started = self._consider(workload)
                     if self.relief != relief:
@@ -317,7 +326,8 @@ class _Pass(Preempting, Explaining):
                 if misses >= 32 and checked != self.generation:
                     checked = self.generation
                     if self._nothing_more_can_start(queue):
-                        self._leave_untried(queue)
+                        if record:
+                            self._leave_untried(queue)
                         break
 
     def _nothing_more_can_start(self, queue) -> bool:
