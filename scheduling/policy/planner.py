@@ -185,7 +185,7 @@ class _Pass(Preempting, Explaining):
 
     def _index(self) -> None:
         healthy = [node for node in self.snapshot.nodes if node.healthy]
-        self.index = FreeIndex(healthy)
+        self.free_before = {node.name: node.gpus for node in healthy}
         self.reserved = FreeIndex()
         self.occupants: dict[str, list[RunningWorkload]] = {}
         # (allocation, funded) -> running work that may become a victim, least work lost first
@@ -195,6 +195,10 @@ class _Pass(Preempting, Explaining):
             self._occupy(workload)
             if workload.started_at < self.now:  # never preempt work at the instant it starts
                 self.candidates.setdefault((workload.allocation, workload.funded), []).append(workload)
+        self.index = FreeIndex()  # each node filed once, at what the running work left free
+        free = self.free_before
+        for node in healthy:
+            self.index.add_node(node, free[node.name])
         for running in self.candidates.values():
             running.sort(key=self._work_lost)
         self.sizes: dict[str, dict[int, int]] = {}  # gpu type -> node size -> healthy nodes
@@ -209,10 +213,11 @@ class _Pass(Preempting, Explaining):
         return (0.0 if workload.resumable else workload.gpus * (self.now - workload.started_at), workload.id)
 
     def _occupy(self, workload: RunningWorkload) -> None:
+        free = self.free_before
         for name, gpus in workload.placement:
             self.occupants.setdefault(name, []).append(workload)
-            if name in self.index.free:
-                self.index._set(name, max(0, self.index.free[name] - gpus))
+            if name in free:
+                free[name] = max(0, free[name] - gpus)
         for path in self.tree.ancestors.get(workload.allocation, ()):
             if path in self.used:
                 self.used[path] += workload.gpus
