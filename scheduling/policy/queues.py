@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections import deque
-from heapq import heapify, heappop, heappush
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from heapq import heapify, heappop, heappush
 from operator import attrgetter
 
 from scheduling.policy.ranking import ROOT, FairTree
