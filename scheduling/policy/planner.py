@@ -184,38 +184,50 @@ class _Pass(Preempting, Explaining):
         return [StaticQueue((w for queue in groups.values() for w in queue), key)]
 
     def _index(self) -> None:
-        healthy = [node for node in self.snapshot.nodes if node.healthy]
-        self.index = FreeIndex(healthy)
+        nodes = self.snapshot.nodes
+        healthy = [node for node in nodes if node.healthy]
+        free = {node.name: node.gpus for node in healthy}
         self.reserved = FreeIndex()
-        self.occupants: dict[str, list[RunningWorkload]] = {}
+        occupants: dict[str, list[RunningWorkload]] = {}
         # (allocation, funded) -> running work that may become a victim, least work lost first
-        self.candidates: dict[tuple[str, bool], list[RunningWorkload]] = {}
-        self.used: dict[str, int] = dict.fromkeys(self.tree.limit, 0)
+        candidates: dict[tuple[str, bool], list[RunningWorkload]] = {}
+        used: dict[str, int] = dict.fromkeys(self.tree.limit, 0)
+        ancestors, now = self.tree.ancestors, self.now
         for workload in self.snapshot.running:
-            self._occupy(workload)
-            if workload.started_at < self.now:  # never preempt work at the instant it starts
-                self.candidates.setdefault((workload.allocation, workload.funded), []).append(workload)
-        for running in self.candidates.values():
+            for name, gpus in workload.placement:
+                here = occupants.get(name)
+                if here is None:
+                    occupants[name] = [workload]
+                else:
+                    here.append(workload)
+                left = free.get(name)
+                if left is not None:
+                    free[name] = left - gpus if left > gpus else 0
+            if used:  # concurrency limits: GPUs in use per limited node
+                for path in ancestors.get(workload.allocation, ()):
+                    if path in used:
+                        used[path] += workload.gpus
+            if workload.started_at < now:  # never preempt work at the instant it starts
+                key = (workload.allocation, workload.funded)
+                victims = candidates.get(key)
+                if victims is None:
+                    candidates[key] = [workload]
+                else:
+                    victims.append(workload)
+        self.occupants, self.candidates, self.used = occupants, candidates, used
+        self.index = FreeIndex.filed(healthy, free)  # each node filed once, at what is left free
+        for running in candidates.values():
             running.sort(key=self._work_lost)
         self.sizes: dict[str, dict[int, int]] = {}  # gpu type -> node size -> healthy nodes
         for node in healthy:
             by_size = self.sizes.setdefault(node.gpu_type, {})
             by_size[node.gpus] = by_size.get(node.gpus, 0) + 1
-        self.gpu_types = {node.name: node.gpu_type for node in self.snapshot.nodes}
+        self.gpu_types = {node.name: node.gpu_type for node in nodes}
         self.start_index = self.index.copy()  # what was free before this pass took anything
 
     def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:
         """GPU-seconds a preemption throws away (0 for resumable work: it resumes), then id."""
         return (0.0 if workload.resumable else workload.gpus * (self.now - workload.started_at), workload.id)
-
-    def _occupy(self, workload: RunningWorkload) -> None:
-        for name, gpus in workload.placement:
-            self.occupants.setdefault(name, []).append(workload)
-            if name in self.index.free:
-                self.index._set(name, max(0, self.index.free[name] - gpus))
-        for path in self.tree.ancestors.get(workload.allocation, ()):
-            if path in self.used:
-                self.used[path] += workload.gpus
 
     # -- admit ---------------------------------------------------------------------------------
     def _admit(self) -> None:

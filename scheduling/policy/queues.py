@@ -12,6 +12,7 @@ import math
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from heapq import heapify, heappop, heappush
 from operator import attrgetter
 
 from scheduling.policy.ranking import ROOT, FairTree
@@ -93,6 +94,8 @@ class FairShareQueue:
             self.by_allocation.setdefault(allocation, {})[user] = deque(queue)
             self._count(allocation, len(queue))
         self.current: tuple[AllocationPath, str, deque[PendingWorkload]] | None = None
+        # allocation -> [heap of (usage, user), how much of tree.user_log[allocation] it has seen]
+        self.user_heaps: dict[AllocationPath, list] = {}
 
     def _count(self, allocation: AllocationPath, amount: int) -> None:
         for node in self.tree.ancestors[allocation]:
@@ -128,6 +131,9 @@ class FairShareQueue:
             queue = users[workload.user] = deque()
         _insert_in_order(queue, workload, submit_key)
         self._count(workload.allocation, 1)
+        state = self.user_heaps.get(workload.allocation)
+        if state is not None:
+            heappush(state[0], (self.tree.user_key(workload.allocation, workload.user), workload.user))
 
     def _select(self) -> tuple[AllocationPath, str, deque[PendingWorkload]] | None:
         if not self.counts.get(ROOT):
@@ -136,12 +142,37 @@ class FairShareQueue:
         while True:
             users = self.by_allocation.get(node)
             if users:
-                user = min(users, key=lambda name: (self.tree.user_key(node, name), name))
+                user = self._least_used(node, users)
                 return node, user, users[user]
             child = self.tree.best_child(node, self.counts)
             if child is None:
                 return None
             node = child
+
+    def _least_used(self, allocation: AllocationPath, users: dict[str, deque[PendingWorkload]]) -> str:
+        """The user with the least usage (ties by name), as ``min`` over ``(usage, name)`` would
+        pick, from a heap kept per allocation: an entry is pushed whenever a user's usage changes
+        (the tree logs every charge) or a user joins, and entries that no longer hold are dropped."""
+        tree = self.tree
+        log = tree.user_log.get(allocation, ())
+        state = self.user_heaps.get(allocation)
+        if state is None:
+            heap = [(tree.user_key(allocation, name), name) for name in users]
+            heapify(heap)
+            state = self.user_heaps[allocation] = [heap, len(log)]
+        elif state[1] < len(log):
+            heap = state[0]
+            for name in log[state[1] :]:
+                if name in users:
+                    heappush(heap, (tree.user_key(allocation, name), name))
+            state[1] = len(log)
+        heap = state[0]
+        usage = tree.user_usage
+        while True:
+            used, name = heap[0]
+            if name in users and usage.get((allocation, name), 0.0) == used:
+                return name
+            heappop(heap)
 
     def allocations(self) -> list[AllocationPath]:
         return [allocation for allocation, users in self.by_allocation.items() if users]

@@ -66,6 +66,8 @@ class FairTree:
         }
         self.subtree_usage: dict[AllocationPath, float] = dict.fromkeys(self.budget, 0.0)
         self.user_usage: dict[tuple[AllocationPath, str], float] = dict(user_usage)
+        # path -> the users whose usage a charge changed, in order (queues follow it: queues.py)
+        self.user_log: dict[AllocationPath, list[str]] = {}
         for path, amount in usage.items():
             self.charge(path, None, amount)
         self.funded = self._funded_paths()
@@ -108,6 +110,11 @@ class FairTree:
         if user is not None:
             key = (path, user)
             self.user_usage[key] = self.user_usage.get(key, 0.0) + amount
+            log = self.user_log.get(path)
+            if log is None:
+                self.user_log[path] = [user]
+            else:
+                log.append(user)
 
     def charge_running(
         self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
