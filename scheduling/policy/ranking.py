@@ -44,59 +44,21 @@ class FairTree:
         user_usage: Mapping[tuple[AllocationPath, str], float],
         extra_allocations: Iterable[AllocationPath] = (),
     ) -> None:
-        self.parent: dict[AllocationPath, AllocationPath] = {}
-        self.budget: dict[AllocationPath, float] = {ROOT: 0.0}
-        self.children: dict[AllocationPath, list[AllocationPath]] = {ROOT: []}
-        self.limit: dict[AllocationPath, int] = {}
-        for spec in tree:
-            self._add(spec.path, spec.parent or ROOT, max(spec.budget, 0.0), spec.concurrency_limit)
-        for path in extra_allocations:  # charged to a node the tree does not know: unfunded
-            if path not in self.budget:
-                self._add(path, ROOT, 0.0, None)
-        for path in list(self.parent):
-            if self.parent[path] not in self.budget:  # orphan: hang it under the root
-                self.parent[path] = ROOT
-        for path, parent in self.parent.items():
-            self.children[parent].append(path)
-        for names in self.children.values():
-            names.sort()
-        # budgets never change after this point: each sibling set's total is summed once
-        self.sibling_budget = {
-            parent: sum(self.budget[s] for s in names) for parent, names in self.children.items()
-        }
+        shape = _shape_of(tree, extra_allocations)
+        self.parent: dict[AllocationPath, AllocationPath] = shape.parent
+        self.budget: dict[AllocationPath, float] = shape.budget
+        self.children: dict[AllocationPath, list[AllocationPath]] = shape.children
+        self.limit: dict[AllocationPath, int] = shape.limit
+        self.sibling_budget: dict[AllocationPath, float] = shape.sibling_budget
         self.subtree_usage: dict[AllocationPath, float] = dict.fromkeys(self.budget, 0.0)
         self.user_usage: dict[tuple[AllocationPath, str], float] = dict(user_usage)
         # path -> the users whose usage a charge changed, in order (queues follow it: queues.py)
         self.user_log: dict[AllocationPath, list[str]] = {}
         for path, amount in usage.items():
             self.charge(path, None, amount)
-        self.funded = self._funded_paths()
-        self.ancestors = {path: self._ancestors(path) for path in self.budget}
+        self.funded: frozenset[AllocationPath] = shape.funded
+        self.ancestors: dict[AllocationPath, tuple[AllocationPath, ...]] = shape.ancestors
         self.base_ratio = self.fair_share_ratios()
-
-    def _add(self, path: AllocationPath, parent: AllocationPath, budget: float, limit: int | None) -> None:
-        self.parent[path] = parent
-        self.budget[path] = budget
-        self.children.setdefault(path, [])
-        if limit is not None:
-            self.limit[path] = limit
-
-    def _funded_paths(self) -> frozenset[AllocationPath]:
-        funded: set[AllocationPath] = set()
-        stack = [child for child in self.children[ROOT] if self.budget[child] > 0]
-        while stack:
-            path = stack.pop()
-            funded.add(path)
-            stack.extend(child for child in self.children[path] if self.budget[child] > 0)
-        return frozenset(funded)
-
-    def _ancestors(self, path: AllocationPath) -> tuple[AllocationPath, ...]:
-        """The path itself, then each ancestor up to (not including) the root."""
-        chain = []
-        while path != ROOT and path in self.parent:
-            chain.append(path)
-            path = self.parent[path]
-        return tuple(chain)
 
     # -- usage ---------------------------------------------------------------------------------
     def charge(self, path: AllocationPath, user: str | None, amount: float) -> None:
@@ -195,3 +157,86 @@ class FairTree:
 
     def user_key(self, path: AllocationPath, user: str) -> float:
         return self.user_usage.get((path, user), 0.0)
+
+
+class _TreeShape:
+    """What a budget tree fixes for every pass over it: parents, budgets, name-sorted children,
+    limits, sibling budget totals, the funded paths and each path's ancestors. Read-only once built."""
+
+    def __init__(self, tree: Iterable[BudgetNodeSpec], extra_allocations: Iterable[AllocationPath]) -> None:
+        self.parent: dict[AllocationPath, AllocationPath] = {}
+        self.budget: dict[AllocationPath, float] = {ROOT: 0.0}
+        self.children: dict[AllocationPath, list[AllocationPath]] = {ROOT: []}
+        self.limit: dict[AllocationPath, int] = {}
+        for spec in tree:
+            self._add(spec.path, spec.parent or ROOT, max(spec.budget, 0.0), spec.concurrency_limit)
+        for path in extra_allocations:  # charged to a node the tree does not know: unfunded
+            if path not in self.budget:
+                self._add(path, ROOT, 0.0, None)
+        for path in list(self.parent):
+            if self.parent[path] not in self.budget:  # orphan: hang it under the root
+                self.parent[path] = ROOT
+        for path, parent in self.parent.items():
+            self.children[parent].append(path)
+        for names in self.children.values():
+            names.sort()
+        self.sibling_budget = {
+            parent: sum(self.budget[s] for s in names) for parent, names in self.children.items()
+        }
+        self.funded = self._funded_paths()
+        self.ancestors = {path: self._ancestors(path) for path in self.budget}
+
+    def _add(self, path: AllocationPath, parent: AllocationPath, budget: float, limit: int | None) -> None:
+        self.parent[path] = parent
+        self.budget[path] = budget
+        self.children.setdefault(path, [])
+        if limit is not None:
+            self.limit[path] = limit
+
+    def _funded_paths(self) -> frozenset[AllocationPath]:
+        funded: set[AllocationPath] = set()
+        stack = [child for child in self.children[ROOT] if self.budget[child] > 0]
+        while stack:
+            path = stack.pop()
+            funded.add(path)
+            stack.extend(child for child in self.children[path] if self.budget[child] > 0)
+        return frozenset(funded)
+
+    def _ancestors(self, path: AllocationPath) -> tuple[AllocationPath, ...]:
+        """The path itself, then each ancestor up to (not including) the root."""
+        chain = []
+        while path != ROOT and path in self.parent:
+            chain.append(path)
+            path = self.parent[path]
+        return tuple(chain)
+
+
+# (the tree tuple itself, extra allocations it lacks) -> its shape. Keyed by the tuple's identity
+# and holding the tuple, so a caller that plans one tree many times (the simulator, start options)
+# builds its shape once; a new tuple (every live pass) just builds a new shape.
+_SHAPES: dict[int, tuple[tuple, dict[frozenset, _TreeShape]]] = {}
+_SHAPES_KEPT = 8
+
+
+def _shape_of(tree: Iterable[BudgetNodeSpec], extra_allocations: Iterable[AllocationPath]) -> _TreeShape:
+    if not isinstance(tree, tuple):
+        return _TreeShape(tree, sorted(set(extra_allocations)))
+    entry = _SHAPES.get(id(tree))
+    if entry is None or entry[0] is not tree:
+        if len(_SHAPES) >= _SHAPES_KEPT:
+            _SHAPES.pop(next(iter(_SHAPES)))
+        entry = _SHAPES[id(tree)] = (tree, {})
+    shapes = entry[1]
+    base = shapes.get(frozenset())
+    if base is None:
+        base = shapes[frozenset()] = _TreeShape(tree, ())
+    missing = frozenset(path for path in extra_allocations if path not in base.budget)
+    if not missing:
+        return base
+    shape = shapes.get(missing)
+    if shape is None:
+        if len(shapes) >= _SHAPES_KEPT:
+            shapes.pop(next(iter(shapes)))
+            shapes.setdefault(frozenset(), base)
+        shape = shapes[missing] = _TreeShape(tree, sorted(missing))
+    return shape
