@@ -49,7 +49,7 @@ class Preempting:
         if len(wider.ordered) == len(pool.ordered) or wider.hopeless(shape, index):
             return None
         found = choose_victims(shape, index, wider)
-        if found is None:
+        if found is None or not found[1]:  # no victim needed: it fits on GPUs free by now
             return None
         return ("protected", max(victim.protected_until for victim in found[1]))
 
