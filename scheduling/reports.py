@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.core.cache import cache
 from django.db.models import Count, F, QuerySet, Sum
@@ -18,6 +19,9 @@ from budgets.models import Allocation, BudgetNode
 from portal.metrics import fair_share_ratio
 from scheduling.accounting import usage_in_window
 from scheduling.models import Cluster, Decision, Run, SchedulingPass, Workload, WorkloadClass, WorkloadState
+
+if TYPE_CHECKING:
+    from scheduling.policy import PolicyConfig, Snapshot
 
 QUEUE_LIMIT = 200
 QUEUE_FILTERS = ("allocation", "user", "class", "reason")
@@ -224,20 +228,28 @@ class StartOption:
 AS_IT_IS = "As it is"
 
 
-def start_options(*, workload: Workload, now: datetime) -> list[StartOption]:
+def start_options(
+    *, workload: Workload, now: datetime, latest_pass: tuple[int, str] | None = None
+) -> list[StartOption]:
     """What the policy says would start the workload sooner, on the cluster as it is now.
 
     One snapshot read, then :func:`scheduling.policy.options.decide_start_options` plans the
     workload as it is and each variant (fewer GPUs, minimum runtime 0, unfunded, another GPU type)
     with the same ``plan()`` the pass runs. When it would start in the next pass anyway, the one
-    option returned is "As it is".
+    option returned is "As it is". With ``latest_pass`` (the cluster's latest pass: id, nonce) the
+    snapshot is the one :func:`options_snapshot_for_pass` shares among the workloads viewed after it.
     """
     from scheduling.policy.options import decide_start_options
 
-    if workload.state != WorkloadState.PENDING:
+    if workload.state != WorkloadState.PENDING or workload.held:  # (held: no options, no start)
         return []
-    snapshot, config = options_snapshot(cluster=workload.cluster, now=now)
-    as_it_is, options = decide_start_options(snapshot, workload.pk, now.timestamp(), config)
+    if latest_pass is None:
+        (snapshot, config), read_at = options_snapshot(cluster=workload.cluster, now=now), now
+    else:
+        snapshot, config, read_at = options_snapshot_for_pass(
+            workload=workload, latest_pass=latest_pass, now=now
+        )
+    as_it_is, options = decide_start_options(snapshot, workload.pk, read_at.timestamp(), config)
     if as_it_is is not None and as_it_is.starts_now:
         return [StartOption(AS_IT_IS, True, None, "would start in the next pass")]
     return [
@@ -255,24 +267,63 @@ def start_options_for_pass(*, workload: Workload, now: datetime) -> list[StartOp
     """:func:`start_options`, remembered until the cluster's next pass.
 
     The answer only changes when a pass changes the cluster, so people reloading the page (or many
-    people looking at one job) cost one set of re-plans per pass, not one per view.
+    people looking at one job) cost one set of re-plans per pass, not one per view; and the
+    workloads first viewed after one pass share one snapshot read (:func:`options_snapshot_for_pass`).
     """
     latest = (
         SchedulingPass.objects.filter(cluster_id=workload.cluster_id, finished_at__isnull=False)
         .order_by("-started_at", "-id")
-        .values_list("pk", flat=True)
+        .values_list("pk", "nonce")
         .first()
     )
-    key = f"start-options:{workload.pk}:{latest}"
+    key = f"start-options:{workload.pk}:{latest[0] if latest else None}"
     options = cache.get(key)
     if options is None:
-        options = start_options(workload=workload, now=now)
+        options = start_options(workload=workload, now=now, latest_pass=latest)
         cache.set(key, options, timeout=max(workload.cluster.pass_interval_s * 6, 60))
     return options
 
 
-def options_snapshot(*, cluster: Cluster, now: datetime):  # noqa: ANN201 - (Snapshot, PolicyConfig)
-    """The pass's own snapshot (allocations and users ranked by the rollups, as the pass ranks them) and config."""
+def options_snapshot(*, cluster: Cluster, now: datetime) -> tuple[Snapshot, PolicyConfig]:
+    """The pass's own snapshot (allocations and users ranked by the rollups, as the pass ranks them) and config.
+
+    The pending workloads read are kept in this process, so the next read fetches in full only the
+    ones new or changed since (checked against the database on every read, as the pass does)."""
     from scheduling.snapshot import policy_config, snapshot_build
 
-    return snapshot_build(cluster=cluster, now=now), policy_config(cluster)
+    return snapshot_build(cluster=cluster, now=now, page_cache=True), policy_config(cluster)
+
+
+# cluster id -> ((cluster id, created_at, pass id, nonce), snapshot, config, read at): the latest only
+_pass_snapshots: dict[int, tuple[tuple, Snapshot, PolicyConfig, datetime]] = {}
+
+
+def options_snapshot_for_pass(
+    *, workload: Workload, latest_pass: tuple[int, str], now: datetime
+) -> tuple[Snapshot, PolicyConfig, datetime]:
+    """(snapshot, config, read at): :func:`options_snapshot` read once after the cluster's pass
+    ``latest_pass`` (id, nonce: unique even where a database starts over) and shared, in this
+    process, by every workload whose options are first asked for before the next pass; so those
+    options are all planned on the cluster as that one read found it, at the time it was read.
+
+    Read afresh (and shared from then on) when ``workload`` is not in the shared snapshot's queue as
+    it is in the database (submitted or requeued since that read, held or released, moved)."""
+    from scheduling.snapshot import UNALLOCATED
+
+    cluster = workload.cluster
+    key = (cluster.pk, cluster.created_at, *latest_pass)
+    shared = _pass_snapshots.get(cluster.pk)
+    if shared is not None and shared[0] == key:
+        _, snapshot, config, read_at = shared
+        queued = next((w for w in snapshot.pending if w.id == workload.pk), None)
+        path = workload.allocation.path if workload.allocation_id else UNALLOCATED
+        if queued is not None and queued.held == workload.held and queued.allocation == path:
+            return snapshot, config, read_at
+    snapshot, config = options_snapshot(cluster=cluster, now=now)
+    _pass_snapshots[cluster.pk] = (key, snapshot, config, now)
+    return snapshot, config, now
+
+
+def forget_options_snapshots() -> None:
+    """Drop the shared snapshots (as the next pass would make them unused): for benchmarks and tests."""
+    _pass_snapshots.clear()

@@ -130,12 +130,21 @@ def _pending_full(cluster: Cluster, ids: list[int] | None) -> dict[int, PendingW
     return {row[0]: _pending_row(row) for row in rows}
 
 
-def _pending(cluster: Cluster, paths: dict[int, str], *, remember: bool) -> tuple[PendingWorkload, ...]:
+# The pending workloads the pages' re-plans (start options) last read, per process and cluster:
+# kept apart from the pass's cache (a page never changes what the pass finds) and checked against
+# the database exactly as that one is, on every read.
+_page_pending: dict[pass_cache.ClusterKey, dict[int, tuple[pass_cache.PendingKey, PendingWorkload]]] = {}
+
+
+def _pending(
+    cluster: Cluster, paths: dict[int, str], *, remember: bool, page: bool = False
+) -> tuple[PendingWorkload, ...]:
     """Pending workloads in id order; only those new or changed since the last pass are read in full.
 
     Once submitted, a pending workload's policy fields change only through its allocation's path
     (a rename) or its hold, so (path, hold) is the cache key; holds are read for held rows only.
-    Only the pass (``remember``) replaces the cache; other readers use it as it is.
+    Only the pass (``remember``) replaces the cache; other readers use it as it is. A ``page``
+    reader uses the pass's cache when this process has one, else (and replaces) its own.
     """
     queue = Workload.objects.filter(
         cluster=cluster, state=WorkloadState.PENDING, cancel_requested_at__isnull=True
@@ -154,6 +163,8 @@ def _pending(cluster: Cluster, paths: dict[int, str], *, remember: bool) -> tupl
         else {}
     )
     cached = pass_cache.pending_get(cluster)
+    if page and not cached:
+        cached = _page_pending.get((cluster.pk, cluster.created_at), {})
     current = {wid: (paths.get(allocation, UNALLOCATED), holds.get(wid)) for wid, allocation, _ in keys}
     missing = [wid for wid, key in current.items() if wid not in cached or cached[wid][0] != key]
     fresh = _pending_full(cluster, None if len(missing) > len(current) // 2 else missing) if missing else {}
@@ -165,6 +176,10 @@ def _pending(cluster: Cluster, paths: dict[int, str], *, remember: bool) -> tupl
             entries[wid] = cached[wid]
     if remember:
         pass_cache.pending_replace(cluster, entries)
+    elif page:
+        for key in [key for key in _page_pending if key[0] == cluster.pk]:
+            del _page_pending[key]
+        _page_pending[(cluster.pk, cluster.created_at)] = entries
     return tuple(workload for _, workload in entries.values())
 
 
@@ -195,11 +210,20 @@ def owed_rates(
     }
 
 
-def snapshot_build(*, cluster: Cluster, now: datetime, backend_name: str = "backend") -> Snapshot:
+def snapshot_build(
+    *, cluster: Cluster, now: datetime, backend_name: str = "backend", page_cache: bool = False
+) -> Snapshot:
     """The policy's snapshot of ``cluster`` at ``now``, exactly as a pass would read it, with no side
-    effects (nothing written, the pass's process cache left as it is): for pages that re-plan."""
+    effects (nothing written, the pass's process cache left as it is): for pages that re-plan.
+    ``page_cache``: keep the pending workloads read in this process for the next page read, which
+    then reads in full only those new or changed since (as the pass does with its own cache)."""
     return _snapshot(
-        cluster=cluster, now=now, tree=budget_tree(cluster), backend_name=backend_name, remember=False
+        cluster=cluster,
+        now=now,
+        tree=budget_tree(cluster),
+        backend_name=backend_name,
+        remember=False,
+        page=page_cache,
     )
 
 
@@ -210,6 +234,7 @@ def _snapshot(
     tree: tuple[dict[int, str], dict[str, str | None], dict[str, float]],
     backend_name: str,
     remember: bool,
+    page: bool = False,
 ) -> Snapshot:
     paths, parents, budgets = tree
     window = timedelta(seconds=policy_config(cluster).window_s)
@@ -227,7 +252,7 @@ def _snapshot(
         tree=tuple(specs),
         nodes=_nodes(cluster),
         running=_running(cluster, paths),
-        pending=_pending(cluster, paths, remember=remember),
+        pending=_pending(cluster, paths, remember=remember, page=page),
         usage=MappingProxyType({paths.get(a, UNALLOCATED): v for a, v in usage.items()}),
         user_usage=MappingProxyType({(paths.get(a, UNALLOCATED), u): v for (a, u), v in user_usage.items()}),
         backend_name=backend_name,
