@@ -21,12 +21,10 @@ import gc
 from dataclasses import dataclass, replace
 
 from scheduling.policy import planner
-from scheduling.policy.placement import FreeIndex
 from scheduling.policy.queues import Grouped, group_pending, swap_grouped
 from scheduling.policy.reasons import gpus_phrase
 from scheduling.policy.types import (
     PendingWorkload,
-    Placement,
     Plan,
     PolicyConfig,
     ReasonCode,
@@ -132,8 +130,8 @@ class _UntilStarted(planner._Pass):
 
     watched: WorkloadId
 
-    def _start(self, workload: PendingWorkload, placement: Placement, index: FreeIndex) -> None:
-        super()._start(workload, placement, index)
+    def _start(self, workload: PendingWorkload, *args: object, **kwargs: object) -> None:
+        super()._start(workload, *args, **kwargs)
         if workload.id == self.watched:
             raise _Started
 
