@@ -101,28 +101,35 @@ class Explaining:
     def _draft_untried(self, allocation: str, items, drafts: list) -> None:
         """Draft reasons for an untried queue of ``allocation``: the outcome of each workload's
         shape in its allocation (or of the allocation being unfunded)."""
-        requeued, new, draft_class, append = self.requeued, reasons.new_draft, reasons.Draft, drafts.append
+        if items and (allocation, items[0].user) in self.requeued_groups:  # a queue holds one user's work
+            items = [workload for workload in items if workload.id not in self.requeued]
+        new, draft_class, append = reasons.new_draft, reasons.Draft, drafts.append
         position = len(drafts)
         if self.fairshare and allocation not in self.tree.funded:
-            unfunded = self._resolved(("unfunded", allocation), position + 1)
-        else:
-            unfunded = None
-            known = self.capacity_by_shape.setdefault(allocation, {})  # one per shape and allocation
-            lookup = known.get
+            code, params, message, estimate = self._resolved(("unfunded", allocation), position + 1)
+            for workload in items:
+                draft = new(draft_class)
+                draft.workload_id = workload.id
+                draft.code, draft.params, draft.message, draft.estimated_start = (
+                    code,
+                    params,
+                    message,
+                    estimate,
+                )
+                position += 1
+                draft.position = position
+                append(draft)
+            return
+        known = self.capacity_by_shape.setdefault(allocation, {})  # one per shape and allocation
+        lookup = known.get
         for workload in items:
-            workload_id = workload.id
-            if workload_id in requeued:
-                continue
             position += 1
-            if unfunded is None:
-                shape = (workload.gpus, workload.gpus_per_node, workload.gpu_type)
-                outcome = lookup(shape)
-                if outcome is None:
-                    outcome = known[shape] = self._resolved(("capacity", shape, allocation), position)
-            else:
-                outcome = unfunded
+            shape = (workload.gpus, workload.gpus_per_node, workload.gpu_type)
+            outcome = lookup(shape)
+            if outcome is None:
+                outcome = known[shape] = self._resolved(("capacity", shape, allocation), position)
             draft = new(draft_class)
-            draft.workload_id = workload_id
+            draft.workload_id = workload.id
             draft.code, draft.params, draft.message, draft.estimated_start = outcome
             draft.position = position
             append(draft)
@@ -131,6 +138,11 @@ class Explaining:
         self.first_seen: dict[str, int] = {}
         self.resolved: dict[int, reasons.Outcome] = {}  # by id(key): equal keys are one object
         self.capacity_by_shape: dict[str, dict[Shape, reasons.Outcome]] = {}  # untried work's
+        # (allocation, user) queues that may hold a requeued victim (ids are unique across running
+        # and pending work, so no other queue holds one): only these are filtered
+        self.requeued_groups = {
+            (workload.allocation, workload.user) for workload in self.requeued_work.values()
+        }
 
     def _segments(self) -> Iterator[tuple[str | None, list, list | None, list]]:
         """The final walk's order in runs: (None, workloads, their keys, ids) for walked work, and
