@@ -184,9 +184,8 @@ class _Pass(Preempting, Explaining):
         return [StaticQueue((w for queue in groups.values() for w in queue), key)]
 
     def _index(self) -> None:
-        nodes = self.snapshot.nodes
-        healthy = [node for node in nodes if node.healthy]
-        free = {node.name: node.gpus for node in healthy}
+        healthy, capacity, self.sizes, self.gpu_types = _node_facts(self.snapshot.nodes)
+        free = dict(capacity)
         self.reserved = FreeIndex()
         occupants: dict[str, list[RunningWorkload]] = {}
         # (allocation, funded) -> running work that may become a victim, least work lost first
@@ -218,11 +217,6 @@ class _Pass(Preempting, Explaining):
         self.index = FreeIndex.filed(healthy, free)  # each node filed once, at what is left free
         for running in candidates.values():
             running.sort(key=self._work_lost)
-        self.sizes: dict[str, dict[int, int]] = {}  # gpu type -> node size -> healthy nodes
-        for node in healthy:
-            by_size = self.sizes.setdefault(node.gpu_type, {})
-            by_size[node.gpus] = by_size.get(node.gpus, 0) + 1
-        self.gpu_types = {node.name: node.gpu_type for node in nodes}
         self.start_index = self.index.copy()  # what was free before this pass took anything
 
     def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:
@@ -484,6 +478,36 @@ class _Pass(Preempting, Explaining):
         for path in self.tree.ancestors.get(workload.allocation, ()):
             if path in self.used:
                 self.used[path] += workload.gpus
+
+
+# The nodes tuple itself -> what a pass reads off it (kept with the tuple, so the identity holds).
+_NODE_FACTS: dict[int, tuple] = {}
+_NODE_FACTS_KEPT = 8
+
+
+def _node_facts(nodes: tuple) -> tuple:
+    """(healthy nodes, name -> GPUs of each healthy node, GPU type -> node size -> healthy nodes,
+    name -> GPU type): read-only, built once per nodes tuple (a caller that plans one cluster many
+    times, the simulator or start options, passes the same tuple until a node changes)."""
+    entry = _NODE_FACTS.get(id(nodes))
+    if entry is not None and entry[0] is nodes:
+        return entry[1]
+    healthy = [node for node in nodes if node.healthy]
+    sizes: dict[str, dict[int, int]] = {}
+    for node in healthy:
+        by_size = sizes.setdefault(node.gpu_type, {})
+        by_size[node.gpus] = by_size.get(node.gpus, 0) + 1
+    facts = (
+        healthy,
+        {node.name: node.gpus for node in healthy},
+        sizes,
+        {node.name: node.gpu_type for node in nodes},
+    )
+    if isinstance(nodes, tuple):
+        if len(_NODE_FACTS) >= _NODE_FACTS_KEPT:
+            _NODE_FACTS.pop(next(iter(_NODE_FACTS)))
+        _NODE_FACTS[id(nodes)] = (nodes, facts)
+    return facts
 
 
 def _without(queue: list[PendingWorkload], started: list[PendingWorkload]) -> list[PendingWorkload]:

@@ -58,6 +58,7 @@ class FairTree:
             self.charge(path, None, amount)
         self.funded: frozenset[AllocationPath] = shape.funded
         self.ancestors: dict[AllocationPath, tuple[AllocationPath, ...]] = shape.ancestors
+        self.funded_sorted: list[AllocationPath] = shape.funded_sorted
         self.base_ratio = self.fair_share_ratios()
 
     # -- usage ---------------------------------------------------------------------------------
@@ -81,10 +82,29 @@ class FairTree:
     def charge_running(
         self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
     ) -> None:
+        # ``charge`` inlined (a pass charges every running workload): the same additions, in order
+        subtree, parent, budget = self.subtree_usage, self.parent, self.budget
+        user_usage, user_log = self.user_usage, self.user_log
         for workload in running:
             owed = workload.gpus * max(0.0, projected_charge_s - (now - workload.started_at))
-            if owed:
-                self.charge(workload.allocation, workload.user, owed)
+            if not owed:
+                continue
+            path, user = workload.allocation, workload.user
+            node = path if path in budget else ROOT
+            while True:
+                subtree[node] = subtree.get(node, 0.0) + owed
+                if node == ROOT:
+                    break
+                node = parent.get(node, ROOT)
+            if user is None:
+                continue
+            key = (path, user)
+            user_usage[key] = user_usage.get(key, 0.0) + owed
+            log = user_log.get(path)
+            if log is None:
+                user_log[path] = [user]
+            else:
+                log.append(user)
 
     # -- ranking -------------------------------------------------------------------------------
     def key(self, path: AllocationPath) -> tuple[float, float]:
@@ -95,11 +115,18 @@ class FairTree:
         used = self.subtree_usage[path]
         return (budget / used if used > 0 else INFINITE, budget)
 
-    def level_ratio(self, path: AllocationPath) -> float:
-        """Fair-share ratio U / S among siblings (0 when nothing was used; inf when unfunded but used)."""
+    def level_ratio(
+        self, path: AllocationPath, sibling_usage: dict[AllocationPath, float] | None = None
+    ) -> float:
+        """Fair-share ratio U / S among siblings (0 when nothing was used; inf when unfunded but used).
+        ``sibling_usage``: parent -> its children's summed usage, filled as met (for many paths at once)."""
         parent = self.parent.get(path, ROOT)
         total_budget = self.sibling_budget[parent]
-        total_usage = sum(self.subtree_usage[s] for s in self.children[parent])
+        total_usage = sibling_usage.get(parent) if sibling_usage is not None else None
+        if total_usage is None:
+            total_usage = sum(self.subtree_usage[s] for s in self.children[parent])
+            if sibling_usage is not None:
+                sibling_usage[parent] = total_usage
         used = self.subtree_usage[path] / total_usage if total_usage > 0 else 0.0
         share = self.budget[path] / total_budget if total_budget > 0 else 0.0
         if share == 0:
@@ -108,7 +135,8 @@ class FairTree:
 
     def fair_share_ratios(self) -> dict[AllocationPath, float]:
         """U / S per funded node (unfunded nodes have no share, so no ratio)."""
-        return {path: self.level_ratio(path) for path in sorted(self.funded)}
+        totals: dict[AllocationPath, float] = {}  # each sibling set summed once, not once per sibling
+        return {path: self.level_ratio(path, totals) for path in self.funded_sorted}
 
     def best_child(
         self, node: AllocationPath, eligible: Mapping[AllocationPath, int]
@@ -184,6 +212,7 @@ class _TreeShape:
             parent: sum(self.budget[s] for s in names) for parent, names in self.children.items()
         }
         self.funded = self._funded_paths()
+        self.funded_sorted = sorted(self.funded)
         self.ancestors = {path: self._ancestors(path) for path in self.budget}
 
     def _add(self, path: AllocationPath, parent: AllocationPath, budget: float, limit: int | None) -> None:
