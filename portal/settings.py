@@ -170,10 +170,17 @@ SCHEDULING_PASS_INTERVAL_S = env_int("SCHEDULING_PASS_INTERVAL_S", 10, minimum=1
 # On databases without advisory locks (SQLite) a pass's claim lapses after this many seconds,
 # so a worker killed mid-pass does not block its cluster for ever.
 SCHEDULING_PASS_LEASE_S = env_int("SCHEDULING_PASS_LEASE_S", 300, minimum=10)
+# Passes that decided nothing and utilisation samples are dropped once the rollups hold them and
+# they are this old (portal.retention; beat runs it daily, `manage.py prune_history` on demand).
+HISTORY_RETENTION_DAYS = env_int("HISTORY_RETENTION_DAYS", 30, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "scheduling-passes": {
         "task": "scheduling.schedule_passes",
         "schedule": float(SCHEDULING_PASS_INTERVAL_S),
+    },
+    "prune-history": {
+        "task": "portal.prune_history",
+        "schedule": 86400.0,
     },
 }
 

@@ -155,3 +155,31 @@ def test_a_worker_killed_mid_pass_loses_nothing_and_a_new_worker_finishes_the_wo
     assert Run.objects.count() == 3 and set(Run.objects.values_list("attempt", flat=True)) == {1}
     assert sorted(SimulatedJob.objects.values_list("attempt", flat=True)) == [1, 1, 1]
     assert SchedulingPass.objects.filter(status="failed", error__startswith="interrupted").count() == 1
+
+
+def test_the_daily_history_prune_runs_on_the_worker_and_keeps_what_the_pages_need(worker):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from portal.models import RollupWatermark
+    from portal.tasks import prune_history
+
+    assert settings.CELERY_BEAT_SCHEDULE["prune-history"]["task"] == prune_history.name
+    process, queue = worker
+    lab = build_lab()
+    long_ago = timezone.now() - timedelta(days=settings.HISTORY_RETENTION_DAYS + 5)
+    old = [
+        SchedulingPass.objects.create(cluster=lab.main, started_at=long_ago, finished_at=long_ago)
+        for _ in range(3)
+    ]
+    latest = [
+        SchedulingPass.objects.create(cluster=lab.main, started_at=long_ago, finished_at=long_ago)
+        for _ in range(2)
+    ]
+    RollupWatermark.objects.create(cluster=lab.main, last_pass_id=latest[-1].pk)
+    prune_history.apply_async(queue=queue)
+    wait_for(lambda: SchedulingPass.objects.count() == 2, timeout=60, process=process,
+             what="the worker to prune the three old passes")  # fmt: skip
+    assert not SchedulingPass.objects.filter(pk__in=[p.pk for p in old]).exists()
+    assert set(SchedulingPass.objects.values_list("pk", flat=True)) == {p.pk for p in latest}
