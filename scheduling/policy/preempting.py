@@ -89,16 +89,24 @@ class Preempting:
             if running and verdict is not None:
                 groups.append((self._tier(allocation, funded, ratios), allocation, funded, verdict, running))
         groups.sort(key=lambda group: group[:3])
-        now, contract = self.now, self.config.contract
-        ordered = []
-        for _, _, funded, verdict, running in groups:
-            shielded = contract and funded and not include_protected
-            for victim in running:
-                if (verdict is True or verdict(victim)) and not (shielded and victim.protected_until > now):
-                    ordered.append(victim)
+        shielding = self.config.contract and not include_protected
+        ordered: list[RunningWorkload] = []
+        for _, allocation, funded, verdict, running in groups:
+            if shielding and funded:
+                running = self._unshielded(allocation, running)
+            ordered.extend(running if verdict is True else filter(verdict, running))
         if not self.fairshare:
             ordered.sort(key=lambda victim: (victim.priority, *self._work_lost(victim)))
         return ordered
+
+    def _unshielded(self, allocation: str, running: list[RunningWorkload]) -> list[RunningWorkload]:
+        """The funded ``running`` of ``allocation`` past their protection, in order; kept until one
+        of them is evicted (the candidates change only then)."""
+        kept = self.unshielded.get(allocation)
+        if kept is None:
+            now = self.now
+            kept = self.unshielded[allocation] = [v for v in running if not v.protected_until > now]
+        return kept
 
     def _tier(self, allocation: str, funded: bool, ratios: dict[str, float]) -> tuple:
         """Unfunded first, then the most over-served allocation (largest global usage/budget ratio).
@@ -154,6 +162,8 @@ class Preempting:
             self.occupants[name].remove(victim)
             self.touched.add(name)
         self.candidates[(victim.allocation, victim.funded)].remove(victim)
+        if victim.funded:
+            self.unshielded.pop(victim.allocation, None)
         for path in self.tree.ancestors.get(victim.allocation, ()):
             if path in self.used:
                 self.used[path] -= victim.gpus
