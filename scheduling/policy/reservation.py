@@ -57,17 +57,23 @@ class ReleaseProfile:
     def refresh(self, names: Iterable[str], free: Mapping[str, int], occupants: Mapping) -> None:
         """Recompute the given nodes (after work started on them or left them)."""
         now, preemptive = self.now, self.preemptive
+        nodes, time_for, on_node = self.nodes, self.time_for, occupants.get
         for name in names:
-            node = self.nodes.get(name)
+            node = nodes.get(name)
             if node is None:
                 continue
-            events = sorted(
+            here, size, left = on_node(name), node.gpus, free[name]
+            if not here and 0 <= left <= size:  # nothing to wait for: free now, the rest never
+                time_for[name] = [now] * (left + 1) + [INFINITE] * (size - left)
+                continue
+            events = [
                 (release_at(workload, now, preemptive), gpus)
-                for workload in occupants.get(name, ())
+                for workload in here
                 for placed, gpus in workload.placement
                 if placed == name
-            )
-            self.time_for[name] = _times_per_count(node.gpus, free[name], events, now)
+            ]
+            events.sort()
+            time_for[name] = _times_per_count(size, left, events, now)
 
     def earliest(self, shape: Shape) -> tuple[float, tuple[str, ...]]:
         """(start time, nodes) for ``shape``; (inf, ()) when unknown."""
