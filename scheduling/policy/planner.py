@@ -17,8 +17,10 @@ from __future__ import annotations
 import gc
 import time
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, call
 from types import MappingProxyType
 
 from scheduling.policy import reasons
@@ -49,6 +51,7 @@ from scheduling.policy.types import (
 
 _SUBMIT_ORDER = attrgetter("submitted_at", "id")
 _WALKS = 4  # a first walk and up to three settling walks
+_drain = deque(maxlen=0).extend  # runs a map to its end, keeping nothing
 
 
 Explain = bool | frozenset[int]
@@ -297,6 +300,27 @@ class _Pass(Preempting, Explaining):
                 start_at = self._reservation_start()
                 record = explained and not (settles and len(self.starts) != unchanged)
                 while items:
+                    if not record:  # hits change nothing: only count them, up to the next miss
+                        hits = 0
+                        for workload in items:
+                            runtime = workload.max_runtime_s
+                            signature = (
+                                workload.gpus,
+                                workload.gpus_per_node,
+                                workload.gpu_type,
+                                workload.allocation,
+                                workload.priority,
+                                workload.min_runtime_s <= 0
+                                or (runtime is not None and now + runtime <= start_at),
+                            )
+                            if known(signature) is None:
+                                break
+                            hits += 1
+                        if hits:
+                            taken += hits
+                            _drain(map(call, repeat(pop, hits)))
+                            if not items:
+                                break
                     workload = pop()
                     taken += 1
                     runtime = workload.max_runtime_s
