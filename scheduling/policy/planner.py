@@ -318,9 +318,10 @@ class _Pass(Preempting, Explaining):
                             hits += 1
                         if hits:
                             taken += hits
-                            _drain(map(call, repeat(pop, hits)))
-                            if not items:
+                            if hits == len(items):
+                                items.clear()
                                 break
+                            _drain(map(call, repeat(pop, hits)))
                     workload = pop()
                     taken += 1
                     runtime = workload.max_runtime_s

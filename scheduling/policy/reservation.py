@@ -52,6 +52,7 @@ class ReleaseProfile:
         self.preemptive = preemptive
         self.nodes = {node.name: node for node in nodes if node.name in free}
         self.time_for: dict[str, list[float]] = {}
+        self.candidates: dict[str | None, list[ClusterNodeSpec]] = {}  # per GPU type (None: any)
         self.refresh(self.nodes, free, occupants)
 
     def refresh(self, names: Iterable[str], free: Mapping[str, int], occupants: Mapping) -> None:
@@ -73,12 +74,31 @@ class ReleaseProfile:
                 if placed == name
             ]
             events.sort()
-            time_for[name] = _times_per_count(size, left, events, now)
+            if not 0 <= left <= size:
+                time_for[name] = _times_per_count(size, left, events, now)
+                continue
+            # _times_per_count, inlined: the earliest time each count of GPUs is free
+            times = [now] * (size + 1)
+            available, latest, at, last = left, now, 0, len(events)
+            for count in range(left + 1, size + 1):
+                while available < count and at < last:
+                    latest, gpus = events[at]
+                    at += 1
+                    available += gpus
+                if available < count:  # nothing more is released: never
+                    times[count:] = [INFINITE] * (size + 1 - count)
+                    break
+                times[count] = latest if latest >= now else now
+            time_for[name] = times
 
     def earliest(self, shape: Shape) -> tuple[float, tuple[str, ...]]:
         """(start time, nodes) for ``shape``; (inf, ()) when unknown."""
         gpus, per_node, gpu_type = shape
-        candidates = [node for node in self.nodes.values() if gpu_type in (None, node.gpu_type)]
+        candidates = self.candidates.get(gpu_type)
+        if candidates is None:
+            candidates = self.candidates[gpu_type] = [
+                node for node in self.nodes.values() if gpu_type in (None, node.gpu_type)
+            ]
         if per_node is None and any(node.gpus >= gpus for node in candidates):
             return self._one_node(gpus, candidates)
         per_node = per_node or max((node.gpus for node in candidates), default=0)
