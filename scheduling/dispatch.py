@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from scheduling.backends.base import (
     Action,
+    ActionsRefused,
     Backend,
     BackendUnavailable,
     CancelAction,
@@ -39,6 +40,7 @@ from scheduling.services.workloads import IllegalTransition, workload_transition
 
 logger = logging.getLogger(__name__)
 SUBMITS_PER_PASS = 500
+START_REFUSALS_TO_HOLD = 3
 KIND_ORDER = {DecisionKind.PREEMPT: 0, DecisionKind.START: 1, DecisionKind.CANCEL: 2}
 
 
@@ -47,10 +49,49 @@ def dispatch(*, record: SchedulingPass, cluster: Cluster, backend: Backend, now:
     decisions = _to_dispatch(record=record, cluster=cluster)
     if not decisions:
         return
-    backend.apply([_action(decision) for decision in decisions])
+    refused: dict[int, str] = {}
+    try:
+        backend.apply([_action(decision) for decision in decisions])
+    except ActionsRefused as error:  # the rest was applied: record those, explain these
+        refused = error.refused
+    accepted = [d for d in decisions if d.workload_id not in refused]
     with transaction.atomic():
-        Decision.objects.filter(pk__in=[d.pk for d in decisions]).update(dispatched_at=now)
-        _record_effects(decisions, now=now)
+        Decision.objects.filter(pk__in=[d.pk for d in accepted]).update(dispatched_at=now)
+        _record_effects(accepted, now=now)
+        _record_refusals([d for d in decisions if d.workload_id in refused], refused, now=now)
+
+
+def _record_refusals(decisions: list[Decision], refused: dict[int, str], *, now: datetime) -> None:
+    """A refused start or preemption is superseded (nothing happened; reconcile reads the truth and
+    the next pass plans again); a refused cancel stays queued and is sent again. A workload whose
+    start the backend refused ``START_REFUSALS_TO_HOLD`` times in a row is held, with the backend's
+    words as the note, so it stops taking a place in every pass and its owner sees why."""
+    for decision in decisions:
+        why = refused[decision.workload_id][:500]
+        logger.warning("the backend refused %s of workload %s: %s", decision.kind, decision.workload_id, why)
+        if decision.kind == DecisionKind.CANCEL:
+            continue
+        decision.superseded = True
+        decision.reason = f"{decision.reason} (refused by the backend: {why})".strip()[:2000]
+        decision.save(update_fields=["superseded", "reason"])
+        if decision.kind == DecisionKind.START:
+            _count_refused_start(decision.workload_id, why, now=now)
+
+
+def _count_refused_start(workload_id: int, why: str, *, now: datetime) -> None:
+    workload = Workload.objects.select_for_update().get(pk=workload_id)
+    metadata = dict(workload.metadata or {})
+    metadata["start_refusals"] = int(metadata.get("start_refusals", 0)) + 1
+    metadata["start_refused"] = why
+    workload.metadata = metadata
+    fields = ["metadata"]
+    if metadata["start_refusals"] >= START_REFUSALS_TO_HOLD and workload.state == WorkloadState.PENDING:
+        workload.held, workload.held_by, workload.held_at = True, "scheduler", now
+        workload.held_note = f"The backend refused to start it {metadata['start_refusals']} times: {why}"[
+            :500
+        ]
+        fields += ["held", "held_by", "held_at", "held_note"]
+    workload.save(update_fields=fields)
 
 
 def submit_new(*, cluster: Cluster, backend: Backend) -> int:
@@ -160,6 +201,8 @@ def _record_effect(decision: Decision, workload: Workload, run: Run | None, *, n
     if decision.kind == DecisionKind.START:
         workload_transition(workload=workload, to=WorkloadState.RUNNING, now=now, save=False)
         workload.attempt = decision.attempt
+        if workload.metadata and "start_refusals" in workload.metadata:  # refusals count in a row
+            workload.metadata = {k: v for k, v in workload.metadata.items() if k != "start_refusals"}
         workload.save()
         run_open(
             workload=workload,

@@ -18,6 +18,17 @@ class BackendUnavailable(RuntimeError):
     """The backend did not answer; the pass records BACKEND_UNAVAILABLE and changes nothing."""
 
 
+class ActionsRefused(RuntimeError):
+    """The backend answered but refused some actions; every other action was applied.
+
+    ``refused``: workload id -> the backend's words. Dispatch records only the accepted actions'
+    effects and tells the people concerned (``scheduling.dispatch``)."""
+
+    def __init__(self, refused: dict[int, str]) -> None:
+        super().__init__("; ".join(f"workload {wid}: {why}" for wid, why in sorted(refused.items())))
+        self.refused = dict(refused)
+
+
 class JobState(StrEnum):
     WAITING = "waiting"  # known to the backend, not started (held / suspended / queued for the portal)
     RUNNING = "running"
@@ -113,7 +124,8 @@ class Backend(Protocol):
         ...
 
     def apply(self, actions: list[Action]) -> None:
-        """Push actions; idempotent. Raises BackendUnavailable when the backend does not answer."""
+        """Push actions; idempotent. Raises BackendUnavailable when the backend does not answer, and
+        ActionsRefused (after applying the others) when it refuses some of them."""
         ...
 
     def submit(self, request: SubmitRequest) -> str:

@@ -28,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .base import (
     Action,
+    ActionsRefused,
     BackendUnavailable,
     CancelAction,
     ClusterState,
@@ -199,6 +200,7 @@ class KubernetesBackend:
         if not actions:
             return
         current = {job.ref: job for job in self.jobs()}
+        refused: dict[int, str] = {}
         for action in actions:
             job = current.get(action.ref)
             if job is None:
@@ -210,6 +212,11 @@ class KubernetesBackend:
                 logger.warning(
                     "Kubernetes refused %s on %s: %s", type(action).__name__, action.ref, error.reason
                 )
+                refused[action.workload_id] = (
+                    f"Kubernetes refused Job {action.ref}: {error.status} {error.reason}"
+                )
+        if refused:
+            raise ActionsRefused(refused)
 
     def _apply_one(self, action: Action, job: KubeJob) -> None:
         state = observed_state(job)

@@ -17,6 +17,7 @@ from django.db.models import F, Q
 
 from scheduling.backends.base import (
     Action,
+    ActionsRefused,
     BackendUnavailable,
     CancelAction,
     ClusterState,
@@ -116,7 +117,7 @@ class SimulatedBackend:
         self.cluster = cluster
         self.clock = clock
 
-    def _check_available(self, delay_key: str) -> None:
+    def _check_available(self, delay_key: str) -> dict:
         """``backend_settings`` knobs for tests and demos: ``unavailable`` and per-call delays in seconds."""
         query = Cluster.objects.filter(pk=self.cluster.pk).values_list("backend_settings", flat=True)
         settings = query.first() or {}
@@ -124,6 +125,7 @@ class SimulatedBackend:
             raise BackendUnavailable(f"the simulated cluster {self.cluster.name} is switched off")
         if settings.get(delay_key):
             time.sleep(float(settings[delay_key]))
+        return settings
 
     # --- observe ---------------------------------------------------------------------------------------
 
@@ -186,9 +188,19 @@ class SimulatedBackend:
     # --- apply -------------------------------------------------------------------------------------------
 
     def apply(self, actions: list[Action]) -> None:
-        self._check_available("apply_delay_s")
+        settings = self._check_available("apply_delay_s")
+        # ``refuse_starts``: workload ids whose start this cluster refuses (a test knob, as Slurm
+        # refuses an scontrol it cannot do); every other action is applied.
+        refusing = {int(wid) for wid in settings.get("refuse_starts", ())}
+        refused = {
+            action.workload_id: f"the simulated cluster {self.cluster.name} refuses to start it"
+            for action in actions
+            if isinstance(action, StartAction) and action.workload_id in refusing
+        }
         with transaction.atomic():
-            self._apply(actions)
+            self._apply([action for action in actions if action.workload_id not in refused])
+        if refused:
+            raise ActionsRefused(refused)
 
     def _apply(self, actions: list[Action]) -> None:
         now = self.clock()

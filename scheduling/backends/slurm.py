@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .base import (
     Action,
+    ActionsRefused,
     BackendUnavailable,
     CancelAction,
     ClusterState,
@@ -235,6 +236,7 @@ class SlurmBackend:
         if not actions:
             return
         current = {str(job.job_id): job for job in self.jobs()}
+        refused: dict[int, str] = {}
         for action in actions:
             job = current.get(action.ref)
             if job is None:
@@ -244,6 +246,9 @@ class SlurmBackend:
                 self._apply_one(action, job)
             except SlurmCommandError as error:
                 logger.warning("Slurm refused %s on job %s: %s", type(action).__name__, action.ref, error)
+                refused[action.workload_id] = f"Slurm refused job {action.ref}: {error}"
+        if refused:
+            raise ActionsRefused(refused)
 
     def _apply_one(self, action: Action, job: SlurmJob) -> None:
         state = observed_state(job)

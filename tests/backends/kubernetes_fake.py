@@ -78,6 +78,7 @@ class FakeKubernetes:
         self.written: list[dict] = []
         self.requests: list[tuple[str, str]] = []
         self.unavailable = False
+        self.denied_patches: set[str] = set()  # Job names an admission webhook refuses to change
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.thread = threading.Thread(
@@ -138,6 +139,8 @@ class FakeKubernetes:
 
     def _patch(self, key: tuple[str, str], operations: list[dict]) -> dict:
         old = self.jobs[key]
+        if key[1] in self.denied_patches:
+            raise Invalid(f'admission webhook "policy.example.org" denied the request: {key[1]} is frozen')
         new = json_patch(old, operations)
         was_suspended = bool(old["spec"].get("suspend"))
         if new["spec"]["template"] != old["spec"]["template"] and not was_suspended:

@@ -268,3 +268,22 @@ def test_a_clusters_backend_settings_configure_the_adapter_it_gets():
         "ml", "H100", True,
     )  # fmt: skip
     assert adapter.settings.tolerated_taints == ("gpu",)
+
+
+def test_a_start_the_api_server_refuses_is_reported_and_the_other_actions_still_apply(fake, backend):
+    from scheduling.backends.base import ActionsRefused
+
+    fake.create_job(native_job("frozen"))
+    fake.create_job(native_job("fine"))
+    fake.denied_patches.add("frozen")
+
+    with pytest.raises(ActionsRefused) as refused:
+        backend.apply([
+            StartAction(workload_id=7, ref="default/frozen", attempt=1, placement=(("n1", 8),)),
+            StartAction(workload_id=8, ref="default/fine", attempt=1, placement=(("n2", 8),)),
+        ])  # fmt: skip
+
+    assert list(refused.value.refused) == [7]
+    assert "422" in refused.value.refused[7] and "default/frozen" in refused.value.refused[7]
+    assert observed(backend, "default/frozen").state is JobState.WAITING
+    assert observed(backend, "default/fine").state is JobState.RUNNING

@@ -193,3 +193,22 @@ def stop_controller() -> None:
 def start_controller(slurm) -> None:
     subprocess.run(["slurmctld"], env={**os.environ, "SLURM_CONF": SLURM_CONF}, check=True)
     slurm.wait_for(lambda: "UP" in slurm_command("scontrol", "ping", check=False), what="slurmctld")
+
+
+def test_a_start_slurm_refuses_is_reported_and_the_other_actions_still_apply(slurm):
+    from scheduling.backends.base import ActionsRefused
+
+    doomed = slurm.sbatch("--account=lab.nlp", "--gres=gpu:2")
+    victim = slurm.sbatch("--account=lab.nlp", "--gres=gpu:2")
+    start(slurm, victim, ("n2", 2))
+    slurm.wait_for_state(victim, "RUNNING")
+
+    with pytest.raises(ActionsRefused) as refused:
+        slurm.backend.apply([
+            StartAction(workload_id=7, ref=doomed, attempt=1, placement=(("no-such-node", 2),)),
+            PreemptAction(workload_id=8, ref=victim, attempt=1, requeue=False),
+        ])  # fmt: skip
+
+    assert list(refused.value.refused) == [7] and f"job {doomed}" in refused.value.refused[7]
+    assert slurm.observed(doomed).state is JobState.WAITING
+    assert slurm.observed(victim).state is not JobState.RUNNING
