@@ -239,7 +239,9 @@ def workload_release(*, workload: Workload, actor) -> Workload:
     if not workload.held:
         raise IllegalTransition(f"workload {workload.pk} is not held")
     workload.held, workload.held_by, workload.held_at, workload.held_note = False, "", None, ""
-    workload.save(update_fields=["held", "held_by", "held_at", "held_note"])
+    if workload.metadata and "start_refusals" in workload.metadata:  # released: the backend gets 3 new tries
+        workload.metadata = {k: v for k, v in workload.metadata.items() if k != "start_refusals"}
+    workload.save(update_fields=["held", "held_by", "held_at", "held_note", "metadata"])
     return workload
 
 

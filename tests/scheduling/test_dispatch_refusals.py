@@ -58,3 +58,17 @@ def test_refusals_count_in_a_row_an_accepted_start_forgets_them(lab):
     flaky.refresh_from_db()
     assert flaky.state == WorkloadState.RUNNING and "start_refusals" not in flaky.metadata
     assert Run.objects.filter(workload=flaky).count() == 1
+
+
+def test_releasing_a_workload_held_for_refusals_gives_the_backend_new_tries(lab):
+    from scheduling.services.workloads import workload_release
+
+    stuck = submit(lab, lab.bob, "lab/vision/perception", 4, metadata={"duration_s": 3600})
+    refuse_starts(lab, stuck)
+    for step in range(START_REFUSALS_TO_HOLD):
+        pass_at(lab, 10 * (step + 1))
+    stuck.refresh_from_db()
+    workload_release(workload=stuck, actor=lab.bob)
+    pass_at(lab, 100)
+    stuck.refresh_from_db()
+    assert not stuck.held and stuck.metadata["start_refusals"] == 1
