@@ -21,7 +21,7 @@ from scheduling.accounting import usage_in_window
 from scheduling.models import Cluster, Decision, Run, SchedulingPass, Workload, WorkloadClass, WorkloadState
 
 if TYPE_CHECKING:
-    from scheduling.policy import PolicyConfig, Snapshot
+    from scheduling.policy import Plan, PolicyConfig, Snapshot
 
 QUEUE_LIMIT = 200
 QUEUE_FILTERS = ("allocation", "user", "class", "reason")
@@ -237,19 +237,27 @@ def start_options(
     workload as it is and each variant (fewer GPUs, minimum runtime 0, unfunded, another GPU type)
     with the same ``plan()`` the pass runs. When it would start in the next pass anyway, the one
     option returned is "As it is". With ``latest_pass`` (the cluster's latest pass: id, nonce) the
-    snapshot is the one :func:`options_snapshot_for_pass` shares among the workloads viewed after it.
+    snapshot is the one :func:`options_snapshot_for_pass` shares among the workloads viewed after
+    it, and so is its plan as it is, from the second workload on (the first plans only its own).
     """
+    from scheduling.policy import plan
     from scheduling.policy.options import decide_start_options
 
     if workload.state != WorkloadState.PENDING or workload.held:  # (held: no options, no start)
         return []
     if latest_pass is None:
         (snapshot, config), read_at = options_snapshot(cluster=workload.cluster, now=now), now
+        as_planned = None
     else:
-        snapshot, config, read_at = options_snapshot_for_pass(
-            workload=workload, latest_pass=latest_pass, now=now
-        )
-    as_it_is, options = decide_start_options(snapshot, workload.pk, read_at.timestamp(), config)
+        shared = options_snapshot_for_pass(workload=workload, latest_pass=latest_pass, now=now)
+        snapshot, config, read_at = shared.snapshot, shared.config, shared.read_at
+        if shared.as_planned is None and shared.uses:
+            shared.as_planned = plan(snapshot, read_at.timestamp(), config)
+        shared.uses += 1
+        as_planned = shared.as_planned
+    as_it_is, options = decide_start_options(
+        snapshot, workload.pk, read_at.timestamp(), config, as_planned=as_planned
+    )
     if as_it_is is not None and as_it_is.starts_now:
         return [StartOption(AS_IT_IS, True, None, "would start in the next pass")]
     return [
@@ -294,17 +302,28 @@ def options_snapshot(*, cluster: Cluster, now: datetime) -> tuple[Snapshot, Poli
     return snapshot_build(cluster=cluster, now=now, page_cache=True), policy_config(cluster)
 
 
-# cluster id -> ((cluster id, created_at, pass id, nonce), snapshot, config, read at): the latest only
-_pass_snapshots: dict[int, tuple[tuple, Snapshot, PolicyConfig, datetime]] = {}
+@dataclass
+class PassSnapshot:
+    """One snapshot shared by the workloads whose options are first asked for after a pass."""
+
+    key: tuple  # (cluster id, cluster created_at, pass id, pass nonce)
+    snapshot: Snapshot
+    config: PolicyConfig
+    read_at: datetime
+    uses: int = 0  # workloads planned on it so far
+    as_planned: Plan | None = None  # plan(snapshot) with every reason, once a second workload needs it
+
+
+_pass_snapshots: dict[int, PassSnapshot] = {}  # cluster id -> the latest one only
 
 
 def options_snapshot_for_pass(
     *, workload: Workload, latest_pass: tuple[int, str], now: datetime
-) -> tuple[Snapshot, PolicyConfig, datetime]:
-    """(snapshot, config, read at): :func:`options_snapshot` read once after the cluster's pass
-    ``latest_pass`` (id, nonce: unique even where a database starts over) and shared, in this
-    process, by every workload whose options are first asked for before the next pass; so those
-    options are all planned on the cluster as that one read found it, at the time it was read.
+) -> PassSnapshot:
+    """:func:`options_snapshot` read once after the cluster's pass ``latest_pass`` (id, nonce:
+    unique even where a database starts over) and shared, in this process, by every workload whose
+    options are first asked for before the next pass; so those options are all planned on the
+    cluster as that one read found it, at the time it was read.
 
     Read afresh (and shared from then on) when ``workload`` is not in the shared snapshot's queue as
     it is in the database (submitted or requeued since that read, held or released, moved)."""
@@ -313,15 +332,14 @@ def options_snapshot_for_pass(
     cluster = workload.cluster
     key = (cluster.pk, cluster.created_at, *latest_pass)
     shared = _pass_snapshots.get(cluster.pk)
-    if shared is not None and shared[0] == key:
-        _, snapshot, config, read_at = shared
-        queued = next((w for w in snapshot.pending if w.id == workload.pk), None)
+    if shared is not None and shared.key == key:
+        queued = next((w for w in shared.snapshot.pending if w.id == workload.pk), None)
         path = workload.allocation.path if workload.allocation_id else UNALLOCATED
         if queued is not None and queued.held == workload.held and queued.allocation == path:
-            return snapshot, config, read_at
+            return shared
     snapshot, config = options_snapshot(cluster=cluster, now=now)
-    _pass_snapshots[cluster.pk] = (key, snapshot, config, now)
-    return snapshot, config, now
+    shared = _pass_snapshots[cluster.pk] = PassSnapshot(key, snapshot, config, now)
+    return shared
 
 
 def forget_options_snapshots() -> None:

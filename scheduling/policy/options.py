@@ -53,13 +53,20 @@ def start_options(
 
 
 def decide_start_options(
-    snapshot: Snapshot, workload_id: WorkloadId, now: float, config: PolicyConfig
+    snapshot: Snapshot,
+    workload_id: WorkloadId,
+    now: float,
+    config: PolicyConfig,
+    *,
+    as_planned: Plan | None = None,
 ) -> tuple[StartOption | None, tuple[StartOption, ...]]:
     """(the workload as it is, the options that start it sooner), from one planning per variant.
 
     The first is what ``plan(snapshot)`` decides for the workload (labelled "as it is"), or None
     when it is not in the snapshot's queue or is held; the options are empty when it is None or
-    starts now (as :func:`start_options`)."""
+    starts now (as :func:`start_options`). ``as_planned``: ``plan(snapshot, now, config)`` with
+    every reason, when the caller has it (one plan serves every workload of a snapshot): the
+    workload as it is is then read from it instead of planned again."""
     workload = next((w for w in snapshot.pending if w.id == workload_id), None)
     if workload is None or workload.held:
         return None, ()
@@ -68,7 +75,10 @@ def decide_start_options(
         group_pending(snapshot.pending),
         [at for at, w in enumerate(snapshot.pending) if w.id == workload_id],
     )
-    baseline = _decide(snapshot, shared, workload, AS_IT_IS, {}, now, config)
+    if as_planned is None:
+        baseline = _decide(snapshot, shared, workload, AS_IT_IS, {}, now, config)
+    else:
+        baseline = _option(AS_IT_IS, {}, workload_id, as_planned)
     if baseline.starts_now:
         return baseline, ()
     options = (

@@ -66,9 +66,11 @@ def straightforward(state, workload_id, now, config):
 
 
 def assert_same(state, config=CONFIG, now=NOW):
+    planned = plan(state, now, config)  # what a caller planning many workloads' options passes
     for workload in state.pending:
         expected = straightforward(state, workload.id, now, config)
         assert decide_start_options(state, workload.id, now, config) == expected, workload.id
+        assert decide_start_options(state, workload.id, now, config, as_planned=planned) == expected
         assert start_options(state, workload.id, now, config) == expected[1]
     assert decide_start_options(state, -1, now, config) == (None, ())
 
