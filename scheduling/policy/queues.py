@@ -90,9 +90,15 @@ class FairShareQueue:
         self.tree = tree
         self.by_allocation: dict[AllocationPath, dict[str, deque[PendingWorkload]]] = {}
         self.counts: dict[AllocationPath, int] = {}
+        queued: dict[AllocationPath, int] = {}  # counted per allocation, not per (allocation, user)
         for (allocation, user), queue in groups.items():
-            self.by_allocation.setdefault(allocation, {})[user] = deque(queue)
-            self._count(allocation, len(queue))
+            users = self.by_allocation.get(allocation)
+            if users is None:
+                users = self.by_allocation[allocation] = {}
+            users[user] = deque(queue)
+            queued[allocation] = queued.get(allocation, 0) + len(queue)
+        for allocation, count in queued.items():
+            self._count(allocation, count)
         self.current: tuple[AllocationPath, str, deque[PendingWorkload]] | None = None
         # allocation -> [heap of (usage, user), how much of tree.user_log[allocation] it has seen]
         self.user_heaps: dict[AllocationPath, list] = {}
