@@ -87,9 +87,8 @@ def _count_refused_start(workload_id: int, why: str, *, now: datetime) -> None:
     fields = ["metadata"]
     if metadata["start_refusals"] >= START_REFUSALS_TO_HOLD and workload.state == WorkloadState.PENDING:
         workload.held, workload.held_by, workload.held_at = True, "scheduler", now
-        workload.held_note = f"The backend refused to start it {metadata['start_refusals']} times: {why}"[
-            :500
-        ]
+        note = f"The backend refused to start it {metadata['start_refusals']} times: {why}"
+        workload.held_note = note[:500]
         fields += ["held", "held_by", "held_at", "held_note"]
     workload.save(update_fields=fields)
 
