@@ -3,7 +3,7 @@ and the pending reasons (DESIGN 6), with positions and estimated starts. Mixed i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from operator import attrgetter, itemgetter
 
 from scheduling.policy import reasons
@@ -144,11 +144,11 @@ class Explaining:
             (workload.allocation, workload.user) for workload in self.requeued_work.values()
         }
 
-    def _segments(self) -> Iterator[tuple[str | None, list, list | None, list]]:
-        """The final walk's order in runs: (None, workloads, their keys, ids) for walked work, and
-        (allocation, workloads, None, ids) for each queue of an untried tail, whose keys come from
-        their shape and standing. Requeued victims that did not restart are left out (they were
-        not pending in the snapshot)."""
+    def _segments(self) -> Iterator[tuple[str | None, Sequence[PendingWorkload], list | None]]:
+        """The final walk's order in runs: (None, workloads, their keys) for walked work, and
+        (allocation, workloads, None) for each queue of an untried tail, whose keys come from
+        their shape and standing (the queue itself, not a copy). Requeued victims that did not
+        restart are left out (they were not pending in the snapshot)."""
         start = 0
         blocked = self.blocked
         for at, (workload, key) in enumerate(blocked):
@@ -159,18 +159,17 @@ class Explaining:
                 start = at + 1
         yield self._segment(None, blocked[start:])
 
-    def _segment(self, allocation: str | None, items) -> tuple[str | None, list, list | None, list]:
+    def _segment(
+        self, allocation: str | None, items
+    ) -> tuple[str | None, Sequence[PendingWorkload], list | None]:
+        requeued = self.requeued
         if allocation is None:
-            workloads, keys = list(map(_WORKLOAD, items)), list(map(_KEY, items))
-        else:
-            workloads, keys = list(items), None
-        ids = list(map(_ID, workloads))
-        if self.requeued and not self.requeued.isdisjoint(ids):
-            kept = [at for at, workload_id in enumerate(ids) if workload_id not in self.requeued]
-            ids, workloads = [ids[at] for at in kept], [workloads[at] for at in kept]
-            if keys is not None:
-                keys = [keys[at] for at in kept]
-        return allocation, workloads, keys, ids
+            if requeued:
+                items = [item for item in items if item[0].id not in requeued]
+            return None, list(map(_WORKLOAD, items)), list(map(_KEY, items))
+        if items and (allocation, items[0].user) in self.requeued_groups:  # one user's queue
+            items = [workload for workload in items if workload.id not in requeued]
+        return allocation, items, None
 
     def _explain_only(self, wanted: frozenset[int]) -> tuple:
         """The reasons ``_explain`` gives the ``wanted`` workloads, and only those: positions count
@@ -181,20 +180,25 @@ class Explaining:
         segments = list(self._segments())
         found: list[tuple[int, int, int]] = []  # (position, segment, offset), in position order
         before = 0
-        for at, (_, _, _, ids) in enumerate(segments):
-            if not wanted.isdisjoint(ids):
-                found.extend((before + offset + 1, at, offset) for offset, i in enumerate(ids) if i in wanted)
-            before += len(ids)
+        for at, (_, workloads, _) in enumerate(segments):
+            if not wanted.isdisjoint(map(_ID, workloads)):
+                found.extend(
+                    (before + offset + 1, at, offset)
+                    for offset, workload in enumerate(workloads)
+                    if workload.id in wanted
+                )
+            before += len(workloads)
         if found:
             self._replay_protected(segments, found[-1][0])
         explained: list[PendingReason] = []
         for position, at, offset in found:
-            allocation, workloads, keys, ids = segments[at]
-            key = keys[offset] if keys is not None else self._untried_key(allocation, workloads[offset])
+            allocation, workloads, keys = segments[at]
+            workload = workloads[offset]
+            key = keys[offset] if keys is not None else self._untried_key(allocation, workload)
             queued_in = self._queued_allocation(key)
             if queued_in is not None and queued_in not in self.first_seen:
                 self.first_seen[queued_in] = self._first_queued(queued_in, segments) - 1
-            explained.append(reasons.make_reason(ids[offset], self._resolved(key, position), position))
+            explained.append(reasons.make_reason(workload.id, self._resolved(key, position), position))
         for offset, workload in enumerate(self.held):
             if workload.id in wanted:
                 explained.append(
@@ -207,7 +211,7 @@ class Explaining:
         does: a judgement caches victim pools (per standing, not per shape) and charges the tree
         and back, so an earlier one can change a later one; the same order gives the same result."""
         before = 0
-        for _, _, keys, ids in segments:
+        for _, workloads, keys in segments:
             if before >= last:
                 return
             if keys is not None:
@@ -217,7 +221,7 @@ class Explaining:
                     at = find(tag, at + 1)
                     if keys[at][0] == "check_protected":
                         self._protected_until(keys[at][1:6])
-            before += len(ids)
+            before += len(workloads)
 
     def _untried_key(self, allocation: str, workload: PendingWorkload) -> tuple:
         """The key ``_draft_untried`` resolves an untried workload of ``allocation`` by."""
@@ -238,7 +242,7 @@ class Explaining:
     def _first_queued(self, allocation: str, segments: list) -> int:
         """The position of the first workload whose key resolves to ``allocation``'s "queued" reason."""
         before = 0
-        for segment_allocation, workloads, keys, ids in segments:
+        for segment_allocation, workloads, keys in segments:
             if keys is not None:
                 tags = list(map(id, keys))
                 at, find = -1, tags.index
@@ -250,7 +254,7 @@ class Explaining:
                 for at, workload in enumerate(workloads):
                     if self._queued_allocation(self._untried_key(allocation, workload)) == allocation:
                         return before + at + 1
-            before += len(ids)
+            before += len(workloads)
         raise AssertionError(f"no queued work of {allocation}")  # the wanted workload is one
 
     def _resolved(self, key: tuple, position: int) -> reasons.Outcome:
