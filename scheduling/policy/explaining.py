@@ -82,7 +82,7 @@ class Explaining:
     def _draft_walked(self, items: list, drafts: list) -> None:
         """Draft reasons for walked (workload, key) pairs; requeued victims get none."""
         requeued, resolved, resolve = self.requeued, self.resolved.get, self._resolved
-        new, draft_class, append = reasons.new_draft, reasons.Draft, drafts.append
+        draft_class, append = reasons.Draft, drafts.append
         position = len(drafts)
         for workload, key in items:
             workload_id = workload.id
@@ -92,7 +92,7 @@ class Explaining:
             outcome = resolved(id(key))
             if outcome is None:
                 outcome = resolve(key, position)
-            draft = new(draft_class)
+            draft = draft_class()
             draft.workload_id = workload_id
             draft.code, draft.params, draft.message, draft.estimated_start = outcome
             draft.position = position
@@ -103,12 +103,12 @@ class Explaining:
         shape in its allocation (or of the allocation being unfunded)."""
         if items and (allocation, items[0].user) in self.requeued_groups:  # a queue holds one user's work
             items = [workload for workload in items if workload.id not in self.requeued]
-        new, draft_class, append = reasons.new_draft, reasons.Draft, drafts.append
+        draft_class, append = reasons.Draft, drafts.append
         position = len(drafts)
         if self.fairshare and allocation not in self.tree.funded:
             code, params, message, estimate = self._resolved(("unfunded", allocation), position + 1)
             for workload in items:
-                draft = new(draft_class)
+                draft = draft_class()
                 draft.workload_id = workload.id
                 draft.code, draft.params, draft.message, draft.estimated_start = (
                     code,
@@ -128,7 +128,7 @@ class Explaining:
             outcome = lookup(shape)
             if outcome is None:
                 outcome = known[shape] = self._resolved(("capacity", shape, allocation), position)
-            draft = new(draft_class)
+            draft = draft_class()
             draft.workload_id = workload.id
             draft.code, draft.params, draft.message, draft.estimated_start = outcome
             draft.position = position

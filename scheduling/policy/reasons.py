@@ -29,7 +29,6 @@ class Draft:
     __slots__ = PendingReason.__slots__
 
 
-new_draft = object.__new__  # new_draft(Draft): a draft with no slot filled yet
 _drain = deque(maxlen=0).extend  # runs a map to its end, keeping nothing
 
 
@@ -51,7 +50,7 @@ def make_reasons(
     append = drafts.append
     position = first_position
     for workload_id, outcome in zip(workload_ids, outcomes, strict=True):
-        draft = new_draft(Draft)
+        draft = Draft()
         draft.workload_id = workload_id
         draft.code, draft.params, draft.message, draft.estimated_start = outcome
         draft.position = position
