@@ -29,6 +29,9 @@ class Draft:
     __slots__ = PendingReason.__slots__
 
 
+_FIELDS = ("workload_id", "code", "params", "message", "position", "estimated_start")
+assert tuple(PendingReason.__slots__) == _FIELDS, "PendingReason fields changed: update the drafts' fills"
+
 _drain = deque(maxlen=0).extend  # runs a map to its end, keeping nothing
 
 
