@@ -88,14 +88,19 @@ class FairShareQueue:
     ) -> None:
         """``groups``: (allocation, user) -> workloads in (submitted_at, id) order (see ``group_pending``)."""
         self.tree = tree
-        self.by_allocation: dict[AllocationPath, dict[str, deque[PendingWorkload]]] = {}
+        # A user's queue stays the caller's list (never changed here) until the walk first takes
+        # from it or a victim is requeued into it: then it becomes a deque of its own. A settling
+        # walk that leaves most queues untried thus copies only the few it serves.
+        self.by_allocation: dict[
+            AllocationPath, dict[str, deque[PendingWorkload] | list[PendingWorkload]]
+        ] = {}
         self.counts: dict[AllocationPath, int] = {}
         queued: dict[AllocationPath, int] = {}  # counted per allocation, not per (allocation, user)
         for (allocation, user), queue in groups.items():
             users = self.by_allocation.get(allocation)
             if users is None:
                 users = self.by_allocation[allocation] = {}
-            users[user] = deque(queue)
+            users[user] = queue
             queued[allocation] = queued.get(allocation, 0) + len(queue)
         for allocation, count in queued.items():
             self._count(allocation, count)
@@ -135,6 +140,8 @@ class FairShareQueue:
         queue = users.get(workload.user)
         if queue is None:
             queue = users[workload.user] = deque()
+        elif type(queue) is not deque:
+            queue = users[workload.user] = deque(queue)
         _insert_in_order(queue, workload, submit_key)
         self._count(workload.allocation, 1)
         state = self.user_heaps.get(workload.allocation)
@@ -149,7 +156,10 @@ class FairShareQueue:
             users = self.by_allocation.get(node)
             if users:
                 user = self._least_used(node, users)
-                return node, user, users[user]
+                queue = users[user]
+                if type(queue) is not deque:  # the walk takes from it: a copy of its own
+                    queue = users[user] = deque(queue)
+                return node, user, queue
             child = self.tree.best_child(node, self.counts)
             if child is None:
                 return None
@@ -183,8 +193,8 @@ class FairShareQueue:
     def allocations(self) -> list[AllocationPath]:
         return [allocation for allocation, users in self.by_allocation.items() if users]
 
-    def remaining_groups(self) -> Iterator[tuple[AllocationPath, deque[PendingWorkload]]]:
-        """(allocation, queued workloads of one user) in the current Fair Tree order."""
+    def remaining_groups(self) -> Iterator[tuple[AllocationPath, Sequence[PendingWorkload]]]:
+        """(allocation, queued workloads of one user) in the current Fair Tree order (read only)."""
         for allocation in self.tree.ordered(a for a, users in self.by_allocation.items() if users):
             users = self.by_allocation[allocation]
             for user in sorted(users, key=lambda name: (self.tree.user_key(allocation, name), name)):
