@@ -83,11 +83,13 @@ class Preempting:
     def _ordered_victims(self, workload: PendingWorkload, include_protected: bool) -> list[RunningWorkload]:
         """Who ``workload`` may preempt now, in preemption order (see preemption.py)."""
         allowed = self._allowed_allocations(workload)
-        groups, ratios = [], {}
+        groups, ratios, sums = [], {}, {}
         for (allocation, funded), running in self.candidates.items():
             verdict = allowed.get(allocation) if funded or not self.fairshare else True
             if running and verdict is not None:
-                groups.append((self._tier(allocation, funded, ratios), allocation, funded, verdict, running))
+                groups.append(
+                    (self._tier(allocation, funded, ratios, sums), allocation, funded, verdict, running)
+                )
         groups.sort(key=lambda group: group[:3])
         shielding = self.config.contract and not include_protected
         ordered: list[RunningWorkload] = []
@@ -108,13 +110,14 @@ class Preempting:
             kept = self.unshielded[allocation] = [v for v in running if not v.protected_until > now]
         return kept
 
-    def _tier(self, allocation: str, funded: bool, ratios: dict[str, float]) -> tuple:
+    def _tier(self, allocation: str, funded: bool, ratios: dict[str, float], sums: dict[str, float]) -> tuple:
         """Unfunded first, then the most over-served allocation (largest global usage/budget ratio).
-        ``ratios`` memoizes the global ratio per allocation while the standing does not change."""
+        ``ratios`` memoizes the global ratio per allocation and ``sums`` each sibling set's usage
+        (see ``FairTree.level_ratio``) while the standing does not change."""
         if not self.fairshare:
             return ()
         if allocation not in ratios:
-            ratios[allocation] = self._global_ratio(allocation)
+            ratios[allocation] = self._global_ratio(allocation, sums)
         return (funded, -ratios[allocation])
 
     def _allowed_allocations(self, workload: PendingWorkload) -> dict:
@@ -145,10 +148,10 @@ class Preempting:
             allowed[workload.allocation] = lambda victim: victim.user in peers
         return allowed
 
-    def _global_ratio(self, allocation: str) -> float:
+    def _global_ratio(self, allocation: str, sums: dict[str, float] | None = None) -> float:
         ratio = 1.0
         for path in self.tree.ancestors.get(allocation, ()):
-            ratio *= self.tree.level_ratio(path)
+            ratio *= self.tree.level_ratio(path, sums)
         return ratio
 
     def _evict(self, victim: RunningWorkload, preemptor: PendingWorkload) -> None:
