@@ -67,12 +67,23 @@ class ReleaseProfile:
             if not here and 0 <= left <= size:  # nothing to wait for: free now, the rest never
                 time_for[name] = [now] * (left + 1) + [INFINITE] * (size - left)
                 continue
-            events = [
-                (release_at(workload, now, preemptive), gpus)
-                for workload in here
-                for placed, gpus in workload.placement
-                if placed == name
-            ]
+            events = []
+            for workload in here:
+                end = workload.expected_end  # release_at, inlined
+                if end is None:
+                    end = INFINITE
+                if preemptive:
+                    if not workload.funded:
+                        end = now
+                    else:
+                        protected = workload.protected_until
+                        if now > protected:
+                            protected = now
+                        if protected < end:
+                            end = protected
+                for placed, gpus in workload.placement:
+                    if placed == name:
+                        events.append((end, gpus))
             events.sort()
             if not 0 <= left <= size:
                 time_for[name] = _times_per_count(size, left, events, now)
