@@ -270,6 +270,9 @@ class PassLease(models.Model):
     owed_until = models.DateTimeField(null=True, blank=True)
     last_sample_at = models.DateTimeField(null=True, blank=True)
     accounts_digest = models.CharField(max_length=64, blank=True)
+    # The window usage the latest pass ranked by, per allocation id and per (allocation id, user), as
+    # of ``accounted_until``: pages that re-plan (start options) read it instead of summing the hours.
+    standing = models.JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return f"lease for cluster {self.cluster_id}"

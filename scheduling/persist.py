@@ -22,6 +22,7 @@ from scheduling.models import (
     Cluster,
     Decision,
     DecisionKind,
+    PassLease,
     PendingReason,
     Run,
     SchedulingPass,
@@ -49,6 +50,8 @@ def persist_plan(
         cluster=cluster, reasons=plan.reasons, now=now, record=record
     )
     accounting_charge_owed(cluster_id=cluster.pk, now=now, owed_gpus=inputs.owed_gpus)
+    if inputs.standing:
+        PassLease.objects.filter(pk=cluster.pk).update(standing=inputs.standing)
     record.pending_count = len(inputs.snapshot.pending)
     record.running_count = len(inputs.snapshot.running)
     record.started_count, record.preempted_count = len(plan.starts), len(plan.preemptions)

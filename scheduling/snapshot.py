@@ -7,7 +7,7 @@ Work charged to no budget node is given the synthetic allocation ``UNALLOCATED``
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import MappingProxyType
 
@@ -19,7 +19,7 @@ from budgets.models import Allocation, BudgetNode
 from scheduling import pass_cache
 from scheduling.accounting import open_runs_after_watermark, usage_in_window, user_usage_in_window
 from scheduling.bulk import Epoch, fetch_rows
-from scheduling.models import Cluster, Node, Run, Workload, WorkloadState
+from scheduling.models import Cluster, Node, PassLease, Run, Workload, WorkloadState
 from scheduling.policy import (
     BudgetNodeSpec,
     ClusterNodeSpec,
@@ -39,6 +39,7 @@ class PassInputs:
     path_ids: dict[str, int]  # allocation path -> budget node id
     funded_ids: set[int]  # budget node ids with a budget > 0 on this cluster
     owed_gpus: dict[int, float]  # budget node id -> min(entitlement, demand) now, in GPUs
+    standing: dict = field(default_factory=dict)  # the window sums, for PassLease.standing
 
 
 def policy_config(cluster: Cluster) -> PolicyConfig:
@@ -235,11 +236,18 @@ def _snapshot(
     backend_name: str,
     remember: bool,
     page: bool = False,
+    standing: dict | None = None,
 ) -> Snapshot:
     paths, parents, budgets = tree
     window = timedelta(seconds=policy_config(cluster).window_s)
-    usage = usage_in_window(cluster_id=cluster.pk, now=now, window=window)
-    user_usage = user_usage_in_window(cluster_id=cluster.pk, now=now, window=window)
+    stored = standing_read(cluster_id=cluster.pk, now=now) if page else None
+    if stored is not None:
+        usage, user_usage = stored
+    else:
+        usage = usage_in_window(cluster_id=cluster.pk, now=now, window=window)
+        user_usage = user_usage_in_window(cluster_id=cluster.pk, now=now, window=window)
+        if standing is not None:  # the pass: hand the window sums to persist, for the pages
+            standing.update(standing_encode(usage, user_usage, accounted_until=now))
     for (allocation_id, user), seconds in open_runs_after_watermark(cluster_id=cluster.pk, now=now).items():
         usage[allocation_id] = usage.get(allocation_id, 0.0) + seconds
         user_usage[(allocation_id, user)] = user_usage.get((allocation_id, user), 0.0) + seconds
@@ -263,7 +271,10 @@ def snapshot_read(*, cluster: Cluster, now: datetime, backend_name: str = "backe
     """Phase 2 of the pass: the snapshot plus what persist needs (ids, funded allocations, owed rates)."""
     tree = budget_tree(cluster)
     paths, parents, budgets = tree
-    snapshot = _snapshot(cluster=cluster, now=now, tree=tree, backend_name=backend_name, remember=True)
+    standing: dict = {}
+    snapshot = _snapshot(
+        cluster=cluster, now=now, tree=tree, backend_name=backend_name, remember=True, standing=standing
+    )
     path_ids = {path: node_id for node_id, path in paths.items()}
     funded = {path_ids[p] for p, b in budgets.items() if b > 0}
     return PassInputs(
@@ -272,4 +283,39 @@ def snapshot_read(*, cluster: Cluster, now: datetime, backend_name: str = "backe
         path_ids=path_ids,
         funded_ids=funded,
         owed_gpus=owed_rates(snapshot=snapshot, parents=parents, budgets=budgets, path_ids=path_ids),
+        standing=standing,
     )
+
+
+def standing_encode(
+    usage: dict[int | None, float],
+    user_usage: dict[tuple[int | None, str], float],
+    *,
+    accounted_until: datetime,
+) -> dict:
+    """The window sums a pass ranked by, as JSON for ``PassLease.standing`` (stored by persist)."""
+    return {
+        "accounted_until": accounted_until.timestamp(),
+        "usage": [[allocation_id, seconds] for allocation_id, seconds in usage.items()],
+        "user_usage": [
+            [allocation_id, user, seconds] for (allocation_id, user), seconds in user_usage.items()
+        ],
+    }
+
+
+def standing_read(
+    *, cluster_id: int, now: datetime
+) -> tuple[dict[int | None, float], dict[tuple[int | None, str], float]] | None:
+    """The latest pass's window sums, when they are what the buckets held at ``accounted_until``
+    (the pass that charged them also stored them) and ``now`` is not before it; else None (read
+    the buckets). The open runs since ``accounted_until`` are added by the caller, as for a fresh
+    read; only the window's start is the pass's (seconds ago), not ``now``'s."""
+    row = PassLease.objects.filter(pk=cluster_id).values_list("accounted_until", "standing").first()
+    if row is None or row[0] is None or not row[1] or row[0] > now:
+        return None
+    accounted_until, standing = row
+    if standing.get("accounted_until") != accounted_until.timestamp():
+        return None  # a pass charged since (or is charging now) and has not stored its sums yet
+    usage = {allocation_id: seconds for allocation_id, seconds in standing["usage"]}
+    user_usage = {(allocation_id, user): seconds for allocation_id, user, seconds in standing["user_usage"]}
+    return usage, user_usage
