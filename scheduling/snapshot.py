@@ -217,7 +217,8 @@ def snapshot_build(
     """The policy's snapshot of ``cluster`` at ``now``, exactly as a pass would read it, with no side
     effects (nothing written, the pass's process cache left as it is): for pages that re-plan.
     ``page_cache``: keep the pending workloads read in this process for the next page read, which
-    then reads in full only those new or changed since (as the pass does with its own cache)."""
+    then reads in full only those new or changed since (as the pass does with its own cache), and
+    take the window usage the latest pass stored (``standing_read``) when no charge happened since."""
     return _snapshot(
         cluster=cluster,
         now=now,
