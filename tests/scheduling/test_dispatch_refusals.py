@@ -46,7 +46,9 @@ def test_a_start_refused_again_and_again_is_held_with_the_backend_s_words(lab):
 
     pass_at(lab, 100)
     assert Decision.objects.filter(workload=stuck, kind="start").count() == START_REFUSALS_TO_HOLD
-    assert PendingReason.objects.get(workload=stuck).code == "HELD"
+    reason = PendingReason.objects.get(workload=stuck)
+    assert reason.code == "HELD" and "held by scheduler" in reason.message
+    assert "refuses to start it" in reason.message  # the owner reads the backend's words
 
 
 def test_refusals_count_in_a_row_an_accepted_start_forgets_them(lab):
