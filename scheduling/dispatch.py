@@ -36,7 +36,12 @@ from scheduling.models import (
     WorkloadState,
 )
 from scheduling.services.runs import run_close, run_open
-from scheduling.services.workloads import IllegalTransition, workload_transition
+from scheduling.services.workloads import (
+    START_REFUSALS,
+    IllegalTransition,
+    workload_forget_refusals,
+    workload_transition,
+)
 
 logger = logging.getLogger(__name__)
 SUBMITS_PER_PASS = 500
@@ -81,13 +86,13 @@ def _record_refusals(decisions: list[Decision], refused: dict[int, str], *, now:
 def _count_refused_start(workload_id: int, why: str, *, now: datetime) -> None:
     workload = Workload.objects.select_for_update().get(pk=workload_id)
     metadata = dict(workload.metadata or {})
-    metadata["start_refusals"] = int(metadata.get("start_refusals", 0)) + 1
+    metadata[START_REFUSALS] = int(metadata.get(START_REFUSALS, 0)) + 1
     metadata["start_refused"] = why
     workload.metadata = metadata
     fields = ["metadata"]
-    if metadata["start_refusals"] >= START_REFUSALS_TO_HOLD and workload.state == WorkloadState.PENDING:
+    if metadata[START_REFUSALS] >= START_REFUSALS_TO_HOLD and workload.state == WorkloadState.PENDING:
         workload.held, workload.held_by, workload.held_at = True, "scheduler", now
-        note = f"The backend refused to start it {metadata['start_refusals']} times: {why}"
+        note = f"The backend refused to start it {metadata[START_REFUSALS]} times: {why}"
         workload.held_note = note[:500]
         fields += ["held", "held_by", "held_at", "held_note"]
     workload.save(update_fields=fields)
@@ -200,8 +205,7 @@ def _record_effect(decision: Decision, workload: Workload, run: Run | None, *, n
     if decision.kind == DecisionKind.START:
         workload_transition(workload=workload, to=WorkloadState.RUNNING, now=now, save=False)
         workload.attempt = decision.attempt
-        if workload.metadata and "start_refusals" in workload.metadata:  # refusals count in a row
-            workload.metadata = {k: v for k, v in workload.metadata.items() if k != "start_refusals"}
+        workload_forget_refusals(workload)
         workload.save()
         run_open(
             workload=workload,

@@ -25,6 +25,7 @@ from types import MappingProxyType
 
 from scheduling.policy import reasons
 from scheduling.policy.explaining import Explaining
+from scheduling.policy.memo import ByIdentity
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preempting import Preempting
 from scheduling.policy.queues import (
@@ -511,34 +512,30 @@ class _Pass(Preempting, Explaining):
                 self.used[path] += workload.gpus
 
 
-# The nodes tuple itself -> what a pass reads off it (kept with the tuple, so the identity holds).
-_NODE_FACTS: dict[int, tuple] = {}
-_NODE_FACTS_KEPT = 8
+_NODE_FACTS: ByIdentity[tuple] = ByIdentity()  # a nodes tuple -> what a pass reads off it (memo.py)
 
 
 def _node_facts(nodes: tuple) -> tuple:
     """(healthy nodes, name -> GPUs of each healthy node, GPU type -> node size -> healthy nodes,
     name -> GPU type): read-only, built once per nodes tuple (a caller that plans one cluster many
     times, the simulator or start options, passes the same tuple until a node changes)."""
-    entry = _NODE_FACTS.get(id(nodes))
-    if entry is not None and entry[0] is nodes:
-        return entry[1]
+    if not isinstance(nodes, tuple):
+        return _read_nodes(nodes)
+    return _NODE_FACTS.get(nodes, lambda: _read_nodes(nodes))
+
+
+def _read_nodes(nodes) -> tuple:  # noqa: ANN001 - a sequence of ClusterNodeSpec
     healthy = [node for node in nodes if node.healthy]
     sizes: dict[str, dict[int, int]] = {}
     for node in healthy:
         by_size = sizes.setdefault(node.gpu_type, {})
         by_size[node.gpus] = by_size.get(node.gpus, 0) + 1
-    facts = (
+    return (
         healthy,
         {node.name: node.gpus for node in healthy},
         sizes,
         {node.name: node.gpu_type for node in nodes},
     )
-    if isinstance(nodes, tuple):
-        if len(_NODE_FACTS) >= _NODE_FACTS_KEPT:
-            _NODE_FACTS.pop(next(iter(_NODE_FACTS)))
-        _NODE_FACTS[id(nodes)] = (nodes, facts)
-    return facts
 
 
 def _without(queue: list[PendingWorkload], started: list[PendingWorkload]) -> list[PendingWorkload]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from scheduling.policy.memo import ByIdentity
 from scheduling.policy.types import AllocationPath, BudgetNodeSpec, RunningWorkload
 
 ROOT = ""
@@ -240,22 +241,14 @@ class _TreeShape:
         return tuple(chain)
 
 
-# (the tree tuple itself, extra allocations it lacks) -> its shape. Keyed by the tuple's identity
-# and holding the tuple, so a caller that plans one tree many times (the simulator, start options)
-# builds its shape once; a new tuple (every live pass) just builds a new shape.
-_SHAPES: dict[int, tuple[tuple, dict[frozenset, _TreeShape]]] = {}
-_SHAPES_KEPT = 8
+# A tree tuple -> its shapes (one per set of extra allocations it lacks), see memo.py.
+_SHAPES: ByIdentity[dict[frozenset, _TreeShape]] = ByIdentity()
 
 
 def _shape_of(tree: Iterable[BudgetNodeSpec], extra_allocations: Iterable[AllocationPath]) -> _TreeShape:
     if not isinstance(tree, tuple):
         return _TreeShape(tree, sorted(set(extra_allocations)))
-    entry = _SHAPES.get(id(tree))
-    if entry is None or entry[0] is not tree:
-        if len(_SHAPES) >= _SHAPES_KEPT:
-            _SHAPES.pop(next(iter(_SHAPES)))
-        entry = _SHAPES[id(tree)] = (tree, {})
-    shapes = entry[1]
+    shapes = _SHAPES.get(tree, dict)
     base = shapes.get(frozenset())
     if base is None:
         base = shapes[frozenset()] = _TreeShape(tree, ())
@@ -264,8 +257,7 @@ def _shape_of(tree: Iterable[BudgetNodeSpec], extra_allocations: Iterable[Alloca
         return base
     shape = shapes.get(missing)
     if shape is None:
-        if len(shapes) >= _SHAPES_KEPT:
-            shapes.pop(next(iter(shapes)))
-            shapes.setdefault(frozenset(), base)
+        if len(shapes) >= _SHAPES.kept:  # keep the base, drop the oldest other
+            shapes.pop(next(key for key in shapes if key))
         shape = shapes[missing] = _TreeShape(tree, sorted(missing))
     return shape

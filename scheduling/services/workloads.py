@@ -239,10 +239,18 @@ def workload_release(*, workload: Workload, actor) -> Workload:
     if not workload.held:
         raise IllegalTransition(f"workload {workload.pk} is not held")
     workload.held, workload.held_by, workload.held_at, workload.held_note = False, "", None, ""
-    if workload.metadata and "start_refusals" in workload.metadata:  # released: the backend gets 3 new tries
-        workload.metadata = {k: v for k, v in workload.metadata.items() if k != "start_refusals"}
+    workload_forget_refusals(workload)  # released: the backend gets new tries
     workload.save(update_fields=["held", "held_by", "held_at", "held_note", "metadata"])
     return workload
+
+
+START_REFUSALS = "start_refusals"  # metadata key: starts the backend refused in a row (dispatch)
+
+
+def workload_forget_refusals(workload: Workload) -> None:
+    """Drop the count of refused starts from ``workload.metadata`` (not saved): it counts in a row."""
+    if workload.metadata and START_REFUSALS in workload.metadata:
+        workload.metadata = {key: value for key, value in workload.metadata.items() if key != START_REFUSALS}
 
 
 def _allocation_for_account(account: str) -> BudgetNode | None:
