@@ -147,13 +147,20 @@ def measure(cold: Snapshot, repeat: int, churn: float = 0.02, seed: int = 7, set
     rng = random.Random(seed)
     still_running = tuple(workload for workload in settled.running if rng.random() >= churn)
     snapshot = replace(settled, running=still_running)
-    durations, cpu, result = [], [], None
+    durations, cpu, read, result = [], [], [], None
     for attempt in range(repeat):
         started, started_cpu = time.perf_counter(), time.process_time()
         result = plan(snapshot, NOW, config)
         durations.append((time.perf_counter() - started) * 1000.0)
         cpu.append((time.process_time() - started_cpu) * 1000.0)
-        _progress(f"pass {attempt + 1}/{repeat}: {durations[-1]:.1f} ms wall, {cpu[-1]:.1f} ms cpu")
+        started = time.perf_counter()
+        result.reasons.made()  # what a caller that reads every reason object pays on top
+        read.append((time.perf_counter() - started) * 1000.0)
+        _progress(
+            f"pass {attempt + 1}/{repeat}: {durations[-1]:.1f} ms wall, {cpu[-1]:.1f} ms cpu,"
+            f" then {read[-1]:.1f} ms to make all {len(result.reasons)} reason objects"
+        )
+    with_reasons = sorted(map(sum, zip(durations, read, strict=True)))
     durations.sort()
     cpu.sort()
     return {
@@ -166,6 +173,9 @@ def measure(cold: Snapshot, repeat: int, churn: float = 0.02, seed: int = 7, set
         "p95_ms": round(_p95(durations), 2),
         "cpu_p50_ms": round(statistics.median(cpu), 2),
         "cpu_p95_ms": round(_p95(cpu), 2),
+        "reasons": len(result.reasons),
+        "reasons_read_ms_p50": round(statistics.median(read), 2),
+        "with_reasons_read_p95_ms": round(_p95(with_reasons), 2),
         "starts": len(result.starts),
         "preemptions": len(result.preemptions),
         "reserved": len(result.reservations),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from django.db import connection, transaction
@@ -31,6 +31,7 @@ from scheduling.models import (
 )
 from scheduling.policy import PendingReason as PolicyReason
 from scheduling.policy import Plan, ReasonCode
+from scheduling.policy.reasons import Outcome, Reasons, make_reasons
 from scheduling.snapshot import PassInputs
 
 ESTIMATE_SLACK_S = 60.0
@@ -123,17 +124,31 @@ def _decisions(*, record: SchedulingPass, cluster: Cluster, plan: Plan, now: dat
     ]
 
 
-def _differs(stored: tuple, reason: PolicyReason) -> bool:
-    code, message, position, estimated_start = stored
-    if (code, message, position) != (reason.code, reason.message, reason.position):
+def _differs(stored: tuple, code: str, message: str, position: int, estimated: float | None) -> bool:
+    old_code, old_message, old_position, old_estimated = stored
+    if (old_code, old_message, old_position) != (code, message, position):
         return True
-    if (estimated_start is None) != (reason.estimated_start is None):
+    if (old_estimated is None) != (estimated is None):
         return True
-    return estimated_start is not None and abs(estimated_start - reason.estimated_start) > ESTIMATE_SLACK_S
+    return old_estimated is not None and abs(old_estimated - estimated) > ESTIMATE_SLACK_S
+
+
+def _entries(reasons: Sequence[PolicyReason]) -> Iterable[tuple[int, Outcome, int]]:
+    """(workload id, (code, params, message, estimate), position) per reason, in order."""
+    if isinstance(reasons, Reasons):
+        return reasons.entries()
+    return ((r.workload_id, (r.code, r.params, r.message, r.estimated_start), r.position) for r in reasons)
+
+
+def _made(entries: list[tuple]) -> list[PolicyReason]:
+    if not entries:
+        return []
+    ids, outcomes, positions = zip(*entries, strict=True)
+    return make_reasons(ids, outcomes, positions)
 
 
 def pending_reasons_write(
-    *, cluster: Cluster, reasons: tuple[PolicyReason, ...], now: datetime, record: SchedulingPass
+    *, cluster: Cluster, reasons: Sequence[PolicyReason], now: datetime, record: SchedulingPass
 ) -> int:
     """Make the stored reasons equal the plan's (one per pending workload); returns rows written.
 
@@ -144,9 +159,19 @@ def pending_reasons_write(
     stored = pass_cache.reasons_get(cluster.pk, _previous_pass(cluster=cluster, record=record))
     if stored is None:
         stored = _stored_reasons(cluster)
-    fresh = [r for r in reasons if r.workload_id not in stored]
-    changed = [r for r in reasons if r.workload_id in stored and _differs(stored[r.workload_id], r)]
-    gone = list(stored.keys() - {r.workload_id for r in reasons})
+    fresh: list[tuple] = []  # reason objects are made only for what is written
+    changed: list[tuple] = []
+    seen = set()
+    for entry in _entries(reasons):
+        workload_id, (code, _, message, estimated), position = entry
+        seen.add(workload_id)
+        before = stored.get(workload_id)
+        if before is None:
+            fresh.append(entry)
+        elif _differs(before, code, message, position, estimated):
+            changed.append(entry)
+    fresh, changed = _made(fresh), _made(changed)
+    gone = list(stored.keys() - seen)
     if connection.vendor == "postgresql":
         _replace_by_copy(fresh=fresh, changed=changed, gone=gone, now=now)
     else:

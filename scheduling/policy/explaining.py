@@ -4,12 +4,13 @@ and the pending reasons (DESIGN 6), with positions and estimated starts. Mixed i
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import repeat
 from operator import attrgetter, itemgetter
 
 from scheduling.policy import reasons
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
-from scheduling.policy.types import PendingReason, PendingWorkload, Reservation
+from scheduling.policy.types import PendingWorkload, Reservation
 
 _WORKLOAD, _KEY = itemgetter(0), itemgetter(1)
 _ID = attrgetter("id")
@@ -57,82 +58,67 @@ class Explaining:
         return ("capacity", shape, workload.allocation)
 
     # -- explain -------------------------------------------------------------------------------
-    def _explain(self) -> tuple:
+    def _explain(self) -> reasons.Reasons:
         """One reason per pending workload, in the final walk's order (held work last).
 
-        One loop per run of the order fills a draft reason per workload (see reasons.py); each key
-        (or untried shape) is resolved at its first appearance, in order, so a "queued" reason
-        counts the work ahead of its allocation's first queued workload."""
+        Built as columns (see reasons.py): per run of the order, the workload ids and the outcome
+        of each one's key (or, in an untried tail, of its shape), each distinct key resolved at
+        its first appearance, in order, so a "queued" reason counts the work ahead of its
+        allocation's first queued workload."""
         self._start_explaining()
-        drafts: list = []
+        ids: list[int] = []
+        outcomes: list[reasons.Outcome] = []
         start = 0
         blocked = self.blocked
         for at, (workload, key) in enumerate(blocked):
             if workload is None:  # an untried tail: key holds its (allocation, queue) groups
-                self._draft_walked(blocked[start:at], drafts)
+                self._explain_walked(blocked[start:at], ids, outcomes)
                 for allocation, items in key:
-                    self._draft_untried(allocation, items, drafts)
+                    self._explain_untried(allocation, items, ids, outcomes)
                 start = at + 1
-        self._draft_walked(blocked[start:] if start else blocked, drafts)
-        explained = reasons.finish(drafts)
-        held = [reasons.held(workload) for workload in self.held]
-        explained.extend(reasons.make_reasons(list(map(_ID, self.held)), held, len(explained) + 1))
-        return tuple(explained)
+        self._explain_walked(blocked[start:] if start else blocked, ids, outcomes)
+        ids.extend(map(_ID, self.held))
+        outcomes.extend(map(reasons.held, self.held))
+        return reasons.Reasons(ids, outcomes)
 
-    def _draft_walked(self, items: list, drafts: list) -> None:
-        """Draft reasons for walked (workload, key) pairs; requeued victims get none."""
-        requeued, resolved, resolve = self.requeued, self.resolved.get, self._resolved
-        draft_class, append = reasons.Draft, drafts.append
-        position = len(drafts)
-        for workload, key in items:
-            workload_id = workload.id
-            if workload_id in requeued:
-                continue
-            position += 1
-            outcome = resolved(id(key))
-            if outcome is None:
-                outcome = resolve(key, position)
-            draft = draft_class()
-            draft.workload_id = workload_id
-            draft.code, draft.params, draft.message, draft.estimated_start = outcome
-            draft.position = position
-            append(draft)
+    def _explain_walked(self, items: list, ids: list[int], outcomes: list) -> None:
+        """Walked (workload, key) pairs; requeued victims get none."""
+        if self.requeued:
+            requeued = self.requeued
+            items = [item for item in items if item[0].id not in requeued]
+        if not items:
+            return
+        keys = list(map(_KEY, items))
+        tags = list(map(id, keys))
+        resolved, base = self.resolved, len(ids)
+        at, find = -1, tags.index
+        for tag in dict.fromkeys(tags):  # distinct keys, in order of first appearance
+            at = find(tag, at + 1)
+            if tag not in resolved:
+                resolved[tag] = self._resolved(keys[at], base + at + 1)
+        ids.extend(map(_ID, map(_WORKLOAD, items)))
+        outcomes.extend(map(resolved.__getitem__, tags))
 
-    def _draft_untried(self, allocation: str, items, drafts: list) -> None:
-        """Draft reasons for an untried queue of ``allocation``: the outcome of each workload's
-        shape in its allocation (or of the allocation being unfunded)."""
+    def _explain_untried(self, allocation: str, items, ids: list[int], outcomes: list) -> None:
+        """An untried queue of ``allocation``: the outcome of each workload's shape in its
+        allocation (or of the allocation being unfunded)."""
         if items and (allocation, items[0].user) in self.requeued_groups:  # a queue holds one user's work
             items = [workload for workload in items if workload.id not in self.requeued]
-        draft_class, append = reasons.Draft, drafts.append
-        position = len(drafts)
+        if not items:
+            return
+        base = len(ids)
+        ids.extend(map(_ID, items))
         if self.fairshare and allocation not in self.tree.funded:
-            code, params, message, estimate = self._resolved(("unfunded", allocation), position + 1)
-            for workload in items:
-                draft = draft_class()
-                draft.workload_id = workload.id
-                draft.code, draft.params, draft.message, draft.estimated_start = (
-                    code,
-                    params,
-                    message,
-                    estimate,
-                )
-                position += 1
-                draft.position = position
-                append(draft)
+            outcomes.extend(repeat(self._resolved(("unfunded", allocation), base + 1), len(items)))
             return
         known = self.capacity_by_shape.setdefault(allocation, {})  # one per shape and allocation
-        lookup = known.get
-        for workload in items:
-            position += 1
-            shape = (workload.gpus, workload.gpus_per_node, workload.gpu_type)
-            outcome = lookup(shape)
-            if outcome is None:
-                outcome = known[shape] = self._resolved(("capacity", shape, allocation), position)
-            draft = draft_class()
-            draft.workload_id = workload.id
-            draft.code, draft.params, draft.message, draft.estimated_start = outcome
-            draft.position = position
-            append(draft)
+        shapes = list(map(_SHAPE, items))
+        at, find = -1, shapes.index
+        for shape in dict.fromkeys(shapes):  # distinct shapes, in order of first appearance
+            at = find(shape, at + 1)
+            if shape not in known:
+                known[shape] = self._resolved(("capacity", shape, allocation), base + at + 1)
+        outcomes.extend(map(known.__getitem__, shapes))
 
     def _start_explaining(self) -> None:
         self.first_seen: dict[str, int] = {}
@@ -171,7 +157,7 @@ class Explaining:
             items = [workload for workload in items if workload.id not in requeued]
         return allocation, items, None
 
-    def _explain_only(self, wanted: frozenset[int]) -> tuple:
+    def _explain_only(self, wanted: frozenset[int]) -> reasons.Reasons:
         """The reasons ``_explain`` gives the ``wanted`` workloads, and only those: positions count
         the segments ahead, and only the keys of the wanted workloads are resolved. The one thing a
         reason takes from the order is the work ahead of an allocation's first "queued" reason
@@ -190,7 +176,9 @@ class Explaining:
             before += len(workloads)
         if found:
             self._replay_protected(segments, found[-1][0])
-        explained: list[PendingReason] = []
+        ids: list[int] = []
+        outcomes: list[reasons.Outcome] = []
+        positions: list[int] = []
         for position, at, offset in found:
             allocation, workloads, keys = segments[at]
             workload = workloads[offset]
@@ -198,13 +186,15 @@ class Explaining:
             queued_in = self._queued_allocation(key)
             if queued_in is not None and queued_in not in self.first_seen:
                 self.first_seen[queued_in] = self._first_queued(queued_in, segments) - 1
-            explained.append(reasons.make_reason(workload.id, self._resolved(key, position), position))
+            ids.append(workload.id)
+            outcomes.append(self._resolved(key, position))
+            positions.append(position)
         for offset, workload in enumerate(self.held):
             if workload.id in wanted:
-                explained.append(
-                    reasons.make_reason(workload.id, reasons.held(workload), before + offset + 1)
-                )
-        return tuple(explained)
+                ids.append(workload.id)
+                outcomes.append(reasons.held(workload))
+                positions.append(before + offset + 1)
+        return reasons.Reasons(ids, outcomes, positions)
 
     def _replay_protected(self, segments: list, last: int) -> None:
         """Judge protection for every walked key up to position ``last`` in the order ``_explain``
@@ -224,7 +214,7 @@ class Explaining:
             before += len(workloads)
 
     def _untried_key(self, allocation: str, workload: PendingWorkload) -> tuple:
-        """The key ``_draft_untried`` resolves an untried workload of ``allocation`` by."""
+        """The key ``_explain_untried`` resolves an untried workload of ``allocation`` by."""
         if self.fairshare and allocation not in self.tree.funded:
             return ("unfunded", allocation)
         return ("capacity", _SHAPE(workload), allocation)

@@ -87,10 +87,11 @@ def plan_grouped(
 def _backend_unavailable(snapshot: Snapshot, now: float, explain: Explain = True) -> Plan:
     outcome = reasons.backend_unavailable(snapshot.backend_name, snapshot.backend_error_at, now)
     pending = sorted(snapshot.pending, key=_SUBMIT_ORDER) if explain else ()
-    explained = tuple(
-        reasons.make_reason(w.id, outcome, i)
-        for i, w in enumerate(pending, 1)
-        if explain is True or w.id in explain
+    chosen = [(w.id, i) for i, w in enumerate(pending, 1) if explain is True or w.id in explain]
+    explained = reasons.Reasons(
+        [workload_id for workload_id, _ in chosen],
+        [outcome] * len(chosen),
+        [position for _, position in chosen],
     )
     return Plan((), (), (), explained, MappingProxyType({}), MappingProxyType({}))
 
@@ -144,7 +145,7 @@ class _Pass(Preempting, Explaining):
         if self.explain is True:
             explained = self._timed("explain", self._explain)
         elif self.explain is False:
-            explained = ()
+            explained = reasons.Reasons([], [])
         else:
             explained = self._timed("explain", lambda: self._explain_only(self.explain))
         return Plan(

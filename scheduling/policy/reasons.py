@@ -1,18 +1,20 @@
 """Pending reasons (DESIGN 6): one code, its parameters and one plain sentence per workload.
 
 Sentences are built once per group (a shape, an allocation, a reservation) and shared by every
-workload in it; only the workload id and position differ. A pass makes one reason per pending
-workload (100,000 of them), so they are filled in as ``Draft`` objects (plain slot stores, which
-the frozen ``PendingReason`` refuses) and then made ``PendingReason`` in place by ``finish``: about
-twice as fast as filling the frozen class's slots through its descriptors, and four times as fast
-as its ``__init__``. What comes out is an ordinary frozen ``PendingReason``.
+workload in it; only the workload id and position differ. A pass explains every pending workload
+(100,000 of them), so it does not make 100,000 objects: it hands back ``Reasons``, two parallel
+lists (workload ids, shared outcomes) that make each ``PendingReason`` when it is read. Building
+those lists takes a few C-level sweeps over the queue; making every object too would cost more
+than the rest of the explaining. Whoever reads them all (the live pass, to store them) pays for
+the objects then, once: ``Reasons`` keeps what it made.
 """
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import repeat
 from types import MappingProxyType
 
@@ -45,19 +47,108 @@ def make_reason(workload_id: int, outcome: Outcome, position: int) -> PendingRea
     return make_reasons((workload_id,), (outcome,), position)[0]
 
 
+class Reasons(Sequence[PendingReason]):
+    """A plan's pending reasons: ``PendingReason`` objects made when read (see the module's
+    docstring), equal to the tuple of them (and to any sequence of the same reasons).
+
+    ``positions`` None: the i-th reason is at position i + 1 (the whole order); else one per reason.
+    """
+
+    __slots__ = ("_ids", "_outcomes", "_positions", "_made", "_at")
+
+    def __init__(self, ids: list[int], outcomes: list[Outcome], positions: list[int] | None = None) -> None:
+        if len(ids) != len(outcomes) or (positions is not None and len(positions) != len(ids)):
+            raise ValueError("one outcome (and position) per workload id")
+        self._ids, self._outcomes, self._positions = ids, outcomes, positions
+        self._made: tuple[PendingReason, ...] | None = None
+        self._at: dict[int, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __getitem__(self, at):  # noqa: ANN001, ANN204 - int or slice, as a tuple's
+        if self._made is not None:
+            return self._made[at]
+        if isinstance(at, slice):
+            return tuple(self._make(i) for i in range(*at.indices(len(self._ids))))
+        if at < 0:
+            at += len(self._ids)
+        if not 0 <= at < len(self._ids):
+            raise IndexError("reason index out of range")
+        return self._make(at)
+
+    def __iter__(self) -> Iterator[PendingReason]:
+        return iter(self.made())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Reasons):
+            return (
+                self._ids == other._ids
+                and self._outcomes == other._outcomes
+                and self.positions() == other.positions()
+            )
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return self.made() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.made())
+
+    def __repr__(self) -> str:
+        return f"Reasons({self.made()!r})"
+
+    def positions(self) -> list[int]:
+        return self._positions if self._positions is not None else list(range(1, len(self._ids) + 1))
+
+    def ids(self) -> list[int]:
+        """The explained workload ids, in order (no objects made)."""
+        return list(self._ids)
+
+    def entries(self) -> Iterator[tuple[int, Outcome, int]]:
+        """(workload id, outcome, position) per reason, in order, without making any object: for a
+        reader of all of them that keeps only a few (the live pass stores what changed)."""
+        return zip(self._ids, self._outcomes, self.positions(), strict=True)
+
+    def get(self, workload_id: int) -> PendingReason | None:
+        """The reason of one workload, or None, without making the others."""
+        if self._at is None:
+            self._at = {workload_id: at for at, workload_id in enumerate(self._ids)}
+        at = self._at.get(workload_id)
+        return None if at is None else self[at]
+
+    def made(self) -> tuple[PendingReason, ...]:
+        """Every reason as an object, made once (in bulk: see ``Draft``; with no cyclic garbage
+        collection meanwhile, as in a pass: the new objects hold no cycles, and a full collection
+        triggered by them would walk the whole snapshot)."""
+        if self._made is None:
+            positions = self._positions if self._positions is not None else 1
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                self._made = tuple(make_reasons(self._ids, self._outcomes, positions))
+            finally:
+                if collecting:
+                    gc.enable()
+        return self._made
+
+    def _make(self, at: int) -> PendingReason:
+        position = self._positions[at] if self._positions is not None else at + 1
+        return make_reason(self._ids[at], self._outcomes[at], position)
+
+
 def make_reasons(
-    workload_ids: Sequence[int], outcomes: Sequence[Outcome], first_position: int
+    workload_ids: Sequence[int], outcomes: Sequence[Outcome], positions: int | Sequence[int]
 ) -> list[PendingReason]:
-    """One reason per (id, outcome), at positions ``first_position``, ``first_position + 1``, ..."""
+    """One reason per (id, outcome), at ``positions`` (an int: that one, the next, and so on)."""
     drafts = []
     append = drafts.append
-    position = first_position
-    for workload_id, outcome in zip(workload_ids, outcomes, strict=True):
+    if isinstance(positions, int):
+        positions = range(positions, positions + len(workload_ids))
+    for workload_id, outcome, position in zip(workload_ids, outcomes, positions, strict=True):
         draft = Draft()
         draft.workload_id = workload_id
         draft.code, draft.params, draft.message, draft.estimated_start = outcome
         draft.position = position
-        position += 1
         append(draft)
     return finish(drafts)
 

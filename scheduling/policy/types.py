@@ -7,7 +7,7 @@ Every collection is a tuple or a read-only mapping so a snapshot can be shared a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -166,6 +166,6 @@ class Plan:
     starts: tuple[Start, ...]
     preemptions: tuple[Preemption, ...]
     reservations: tuple[Reservation, ...]
-    reasons: tuple[PendingReason, ...]
+    reasons: Sequence[PendingReason]  # a reasons.Reasons: objects made when read
     fair_share: Mapping[AllocationPath, float]  # fair-share ratio (usage share / budget share) now
     timings_ms: Mapping[str, float]  # per phase, ms: rank, index, admit, preempt, reserve, explain

@@ -114,3 +114,29 @@ def test_the_plan_reports_per_phase_timings():
     result = plan(snapshot(TREE, nodes(1), queue=[pending(1, "org/a", 1)]), NOW, PolicyConfig())
     assert {"rank", "admit", "explain"} <= set(result.timings_ms)
     assert all(value >= 0 for value in result.timings_ms.values())
+
+
+def test_the_reasons_read_like_the_tuple_of_them_and_one_can_be_read_alone():
+    queue = [pending(i, "org/b", 8) for i in range(1, 6)] + [pending(9, "org/b", 1, held=True)]
+    state = snapshot(TREE, nodes(1), run=[running(10, "org/a", {"n0": 8})], queue=queue)
+    reasons = plan(state, NOW, PolicyConfig()).reasons
+    made = tuple(reasons)
+    assert [r.workload_id for r in made] == [1, 2, 3, 4, 5, 9]
+    assert [r.position for r in made] == [1, 2, 3, 4, 5, 6]
+    assert reasons == made and made == reasons and list(made) == reasons
+    assert reasons[1:3] == made[1:3] and reasons[-1] == made[-1] and reasons[::2] == made[::2]
+    assert reasons.get(3) == made[2] and reasons.get(10) is None
+    assert [(i, outcome[2], p) for i, outcome, p in reasons.entries()] == [
+        (r.workload_id, r.message, r.position) for r in made
+    ]
+    with pytest.raises(IndexError):
+        reasons[6]
+    assert reasons != made[:-1]
+
+
+def test_only_some_reasons_keep_their_places_in_the_whole_order():
+    queue = [pending(i, "org/b", 8) for i in range(1, 6)]
+    state = snapshot(TREE, nodes(1), run=[running(10, "org/a", {"n0": 8})], queue=queue)
+    some = plan(state, NOW, PolicyConfig(), explain=frozenset({2, 5})).reasons
+    assert [(r.workload_id, r.position) for r in some] == [(2, 2), (5, 5)]
+    assert some.get(5).position == 5
