@@ -149,6 +149,7 @@ def measure(cold: Snapshot, repeat: int, churn: float = 0.02, seed: int = 7, set
     snapshot = replace(settled, running=still_running)
     durations, cpu, read, result = [], [], [], None
     for attempt in range(repeat):
+        result = None  # the previous plan is freed here, not inside the next pass's time
         started, started_cpu = time.perf_counter(), time.process_time()
         result = plan(snapshot, NOW, config)
         durations.append((time.perf_counter() - started) * 1000.0)

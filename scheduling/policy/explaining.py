@@ -61,27 +61,27 @@ class Explaining:
     def _explain(self) -> reasons.Reasons:
         """One reason per pending workload, in the final walk's order (held work last).
 
-        Built as columns (see reasons.py): per run of the order, the workload ids and the outcome
+        Built as columns (see reasons.py): per run of the order, the workloads and the outcome
         of each one's key (or, in an untried tail, of its shape), each distinct key resolved at
         its first appearance, in order, so a "queued" reason counts the work ahead of its
         allocation's first queued workload."""
         self._start_explaining()
-        ids: list[int] = []
+        explained: list = []
         outcomes: list[reasons.Outcome] = []
         start = 0
         blocked = self.blocked
         for at, (workload, key) in enumerate(blocked):
             if workload is None:  # an untried tail: key holds its (allocation, queue) groups
-                self._explain_walked(blocked[start:at], ids, outcomes)
+                self._explain_walked(blocked[start:at], explained, outcomes)
                 for allocation, items in key:
-                    self._explain_untried(allocation, items, ids, outcomes)
+                    self._explain_untried(allocation, items, explained, outcomes)
                 start = at + 1
-        self._explain_walked(blocked[start:] if start else blocked, ids, outcomes)
-        ids.extend(map(_ID, self.held))
+        self._explain_walked(blocked[start:] if start else blocked, explained, outcomes)
+        explained.extend(self.held)
         outcomes.extend(map(reasons.held, self.held))
-        return reasons.Reasons(ids, outcomes)
+        return reasons.Reasons(explained, outcomes)
 
-    def _explain_walked(self, items: list, ids: list[int], outcomes: list) -> None:
+    def _explain_walked(self, items: list, explained: list, outcomes: list) -> None:
         """Walked (workload, key) pairs; requeued victims get none."""
         if self.requeued:
             requeued = self.requeued
@@ -90,24 +90,24 @@ class Explaining:
             return
         keys = list(map(_KEY, items))
         tags = list(map(id, keys))
-        resolved, base = self.resolved, len(ids)
+        resolved, base = self.resolved, len(explained)
         at, find = -1, tags.index
         for tag in dict.fromkeys(tags):  # distinct keys, in order of first appearance
             at = find(tag, at + 1)
             if tag not in resolved:
                 resolved[tag] = self._resolved(keys[at], base + at + 1)
-        ids.extend(map(_ID, map(_WORKLOAD, items)))
+        explained.extend(map(_WORKLOAD, items))
         outcomes.extend(map(resolved.__getitem__, tags))
 
-    def _explain_untried(self, allocation: str, items, ids: list[int], outcomes: list) -> None:
+    def _explain_untried(self, allocation: str, items, explained: list, outcomes: list) -> None:
         """An untried queue of ``allocation``: the outcome of each workload's shape in its
         allocation (or of the allocation being unfunded)."""
         if items and (allocation, items[0].user) in self.requeued_groups:  # a queue holds one user's work
             items = [workload for workload in items if workload.id not in self.requeued]
         if not items:
             return
-        base = len(ids)
-        ids.extend(map(_ID, items))
+        base = len(explained)
+        explained.extend(items)
         if self.fairshare and allocation not in self.tree.funded:
             outcomes.extend(repeat(self._resolved(("unfunded", allocation), base + 1), len(items)))
             return
@@ -176,7 +176,7 @@ class Explaining:
             before += len(workloads)
         if found:
             self._replay_protected(segments, found[-1][0])
-        ids: list[int] = []
+        explained: list = []
         outcomes: list[reasons.Outcome] = []
         positions: list[int] = []
         for position, at, offset in found:
@@ -186,15 +186,15 @@ class Explaining:
             queued_in = self._queued_allocation(key)
             if queued_in is not None and queued_in not in self.first_seen:
                 self.first_seen[queued_in] = self._first_queued(queued_in, segments) - 1
-            ids.append(workload.id)
+            explained.append(workload)
             outcomes.append(self._resolved(key, position))
             positions.append(position)
         for offset, workload in enumerate(self.held):
             if workload.id in wanted:
-                ids.append(workload.id)
+                explained.append(workload)
                 outcomes.append(reasons.held(workload))
                 positions.append(before + offset + 1)
-        return reasons.Reasons(ids, outcomes, positions)
+        return reasons.Reasons(explained, outcomes, positions)
 
     def _replay_protected(self, segments: list, last: int) -> None:
         """Judge protection for every walked key up to position ``last`` in the order ``_explain``

@@ -87,9 +87,9 @@ def plan_grouped(
 def _backend_unavailable(snapshot: Snapshot, now: float, explain: Explain = True) -> Plan:
     outcome = reasons.backend_unavailable(snapshot.backend_name, snapshot.backend_error_at, now)
     pending = sorted(snapshot.pending, key=_SUBMIT_ORDER) if explain else ()
-    chosen = [(w.id, i) for i, w in enumerate(pending, 1) if explain is True or w.id in explain]
+    chosen = [(w, i) for i, w in enumerate(pending, 1) if explain is True or w.id in explain]
     explained = reasons.Reasons(
-        [workload_id for workload_id, _ in chosen],
+        [workload for workload, _ in chosen],
         [outcome] * len(chosen),
         [position for _, position in chosen],
     )

@@ -3,7 +3,7 @@
 Sentences are built once per group (a shape, an allocation, a reservation) and shared by every
 workload in it; only the workload id and position differ. A pass explains every pending workload
 (100,000 of them), so it does not make 100,000 objects: it hands back ``Reasons``, two parallel
-lists (workload ids, shared outcomes) that make each ``PendingReason`` when it is read. Building
+lists (the workloads, their shared outcomes) that make each ``PendingReason`` when it is read. Building
 those lists takes a few C-level sweeps over the queue; making every object too would cost more
 than the rest of the explaining. Whoever reads them all (the live pass, to store them) pays for
 the objects then, once: ``Reasons`` keeps what it made.
@@ -16,6 +16,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import repeat
+from operator import attrgetter
 from types import MappingProxyType
 
 from scheduling.policy.placement import Shape
@@ -34,7 +35,8 @@ class Draft:
 _FIELDS = ("workload_id", "code", "params", "message", "position", "estimated_start")
 assert tuple(PendingReason.__slots__) == _FIELDS, "PendingReason fields changed: update the drafts' fills"
 
-_drain = deque(maxlen=0).extend  # runs a map to its end, keeping nothing
+_drain = deque(maxlen=0).extend
+_ID = attrgetter("id")  # runs a map to its end, keeping nothing
 
 
 def finish(drafts: list) -> list[PendingReason]:
@@ -51,29 +53,31 @@ class Reasons(Sequence[PendingReason]):
     """A plan's pending reasons: ``PendingReason`` objects made when read (see the module's
     docstring), equal to the tuple of them (and to any sequence of the same reasons).
 
+    ``workloads``: the explained workloads (anything with an ``id``), in order; the pass hands over
+    references, not ids, since reading 100,000 ids costs as much as the rest of the lists.
     ``positions`` None: the i-th reason is at position i + 1 (the whole order); else one per reason.
     """
 
-    __slots__ = ("_ids", "_outcomes", "_positions", "_made", "_at")
+    __slots__ = ("_workloads", "_outcomes", "_positions", "_made", "_at")
 
-    def __init__(self, ids: list[int], outcomes: list[Outcome], positions: list[int] | None = None) -> None:
-        if len(ids) != len(outcomes) or (positions is not None and len(positions) != len(ids)):
-            raise ValueError("one outcome (and position) per workload id")
-        self._ids, self._outcomes, self._positions = ids, outcomes, positions
+    def __init__(self, workloads: list, outcomes: list[Outcome], positions: list[int] | None = None) -> None:
+        if len(workloads) != len(outcomes) or (positions is not None and len(positions) != len(workloads)):
+            raise ValueError("one outcome (and position) per workload")
+        self._workloads, self._outcomes, self._positions = workloads, outcomes, positions
         self._made: tuple[PendingReason, ...] | None = None
         self._at: dict[int, int] | None = None
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._workloads)
 
     def __getitem__(self, at):  # noqa: ANN001, ANN204 - int or slice, as a tuple's
         if self._made is not None:
             return self._made[at]
         if isinstance(at, slice):
-            return tuple(self._make(i) for i in range(*at.indices(len(self._ids))))
+            return tuple(self._make(i) for i in range(*at.indices(len(self._workloads))))
         if at < 0:
-            at += len(self._ids)
-        if not 0 <= at < len(self._ids):
+            at += len(self._workloads)
+        if not 0 <= at < len(self._workloads):
             raise IndexError("reason index out of range")
         return self._make(at)
 
@@ -83,7 +87,7 @@ class Reasons(Sequence[PendingReason]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Reasons):
             return (
-                self._ids == other._ids
+                self.ids() == other.ids()
                 and self._outcomes == other._outcomes
                 and self.positions() == other.positions()
             )
@@ -98,21 +102,23 @@ class Reasons(Sequence[PendingReason]):
         return f"Reasons({self.made()!r})"
 
     def positions(self) -> list[int]:
-        return self._positions if self._positions is not None else list(range(1, len(self._ids) + 1))
+        if self._positions is not None:
+            return self._positions
+        return list(range(1, len(self._workloads) + 1))
 
     def ids(self) -> list[int]:
         """The explained workload ids, in order (no objects made)."""
-        return list(self._ids)
+        return list(map(_ID, self._workloads))
 
     def entries(self) -> Iterator[tuple[int, Outcome, int]]:
         """(workload id, outcome, position) per reason, in order, without making any object: for a
         reader of all of them that keeps only a few (the live pass stores what changed)."""
-        return zip(self._ids, self._outcomes, self.positions(), strict=True)
+        return zip(map(_ID, self._workloads), self._outcomes, self.positions(), strict=True)
 
     def get(self, workload_id: int) -> PendingReason | None:
         """The reason of one workload, or None, without making the others."""
         if self._at is None:
-            self._at = {workload_id: at for at, workload_id in enumerate(self._ids)}
+            self._at = {workload.id: at for at, workload in enumerate(self._workloads)}
         at = self._at.get(workload_id)
         return None if at is None else self[at]
 
@@ -125,7 +131,7 @@ class Reasons(Sequence[PendingReason]):
             collecting = gc.isenabled()
             gc.disable()
             try:
-                self._made = tuple(make_reasons(self._ids, self._outcomes, positions))
+                self._made = tuple(make_reasons(self.ids(), self._outcomes, positions))
             finally:
                 if collecting:
                     gc.enable()
@@ -133,7 +139,7 @@ class Reasons(Sequence[PendingReason]):
 
     def _make(self, at: int) -> PendingReason:
         position = self._positions[at] if self._positions is not None else at + 1
-        return make_reason(self._ids[at], self._outcomes[at], position)
+        return make_reason(self._workloads[at].id, self._outcomes[at], position)
 
 
 def make_reasons(
