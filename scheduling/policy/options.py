@@ -168,7 +168,7 @@ def _plan_until_started(
 def _option(label: str, changes: dict, workload_id: WorkloadId, result: Plan) -> StartOption:
     if any(start.workload_id == workload_id for start in result.starts):
         return StartOption(label, changes, True, None, None)
-    reason = next((r for r in result.reasons if r.workload_id == workload_id), None)
+    reason = result.reasons.get(workload_id)
     if reason is None:
         return StartOption(label, changes, False, None, None)
     return StartOption(label, changes, False, reason.estimated_start, reason.code)
