@@ -219,6 +219,7 @@ class _Pass(Preempting, Explaining):
                     victims.append(workload)
         self.occupants, self.candidates, self.used = occupants, candidates, used
         self.unshielded: dict[str, list[RunningWorkload]] = {}  # see Preempting._unshielded
+        self.clearable: dict[int, tuple[int, dict]] = {}  # see Preempting._clearable
         self.index = FreeIndex.filed(healthy, free)  # each node filed once, at what is left free
         for running in candidates.values():
             running.sort(key=self._work_lost)

@@ -28,6 +28,8 @@ class Preempting:
             return False, self.no_preempt[memo_key]
         indexes = (self.index, self.reserved) if backfill and self.reserved.spec else (self.index,)
         for index in indexes:
+            if self._surely_hopeless(workload, shape, index):
+                continue
             pool = self._victim_pool(workload, index, include_protected=False)
             choice = None if pool.hopeless(shape, index) else choose_victims(shape, index, pool)
             if choice is not None:
@@ -58,37 +60,110 @@ class Preempting:
     ) -> VictimPool:
         """Who ``workload`` may preempt now on ``index``'s nodes, in preemption order, cached until
         anything changes."""
+        order = self._victim_order(workload, include_protected)
+        pool = order.pools.get(id(index))
+        if pool is None:
+            if order.victims is None:
+                order.victims = self._ordered_victims(order, include_protected)
+            pool = order.pools[id(index)] = VictimPool(order.victims, index, self.occupants)
+        return pool
+
+    def _victim_order(self, workload: PendingWorkload, include_protected: bool) -> _Order:
+        """Whose work ``workload`` may preempt, decided now (the tree is charged and refunded
+        here, once per standing, as before any pool is built); the order itself is only listed
+        when a pool needs it (most attempts are rejected from ``allowed`` alone)."""
         own = (workload.allocation, True) in self.candidates and self.candidates[(workload.allocation, True)]
-        key = (
-            workload.allocation,
-            workload.user if own else None,
-            workload.priority,
-            include_protected,
-            id(index),
-        )
+        key = (workload.allocation, workload.user if own else None, workload.priority, include_protected)
         cached = self.pools.get(key)
         if cached is not None and cached[0] == self.generation:
             return cached[1]
-        order_key = key[:-1]  # the order is the same on every index: compute it once
-        order = self.pools.get(order_key)
-        if order is None or order[0] != self.generation:
-            order = self.pools[order_key] = (
-                self.generation,
-                self._ordered_victims(workload, include_protected),
-            )
-        pool = VictimPool(order[1], index, self.occupants)
-        self.pools[key] = (self.generation, pool)
-        return pool
-
-    def _ordered_victims(self, workload: PendingWorkload, include_protected: bool) -> list[RunningWorkload]:
-        """Who ``workload`` may preempt now, in preemption order (see preemption.py)."""
         allowed = self._allowed_allocations(workload)
+        order = _Order(allowed, dict(self.tree.subtree_usage) if self.fairshare else None)
+        self.pools[key] = (self.generation, order)
+        return order
+
+    def _surely_hopeless(self, workload: PendingWorkload, shape: Shape, index: FreeIndex) -> bool:
+        """A cheap and sound verdict for a multi-node gang (most failed attempts): even if every
+        unprotected workload of every allocation it may preempt were a victim, too few whole nodes
+        could be cleared, so ``VictimPool.hopeless`` would say so too. False: look closer."""
+        if not self.fairshare:
+            return False
+        gpus, per_node, gpu_type = shape
+        largest = index.largest(gpu_type)
+        if per_node is not None and per_node < gpus and per_node != largest:
+            return False  # a spread: the search decides
+        if (per_node is None or per_node >= gpus) and largest >= gpus:
+            return False  # one node: the pool decides
+        order = self._victim_order(workload, False)
+        reach = order.reach
+        if reach is None:
+            reach = order.reach = frozenset(order.allowed)
+        for (kind, size), (whole, needs) in self._clearable(index).items():
+            if gpu_type in (None, kind) and size and gpus % size == 0 and per_node in (None, size):
+                count = whole
+                for allocations, nodes in needs.items():
+                    if allocations <= reach:
+                        count += nodes
+                if count * size >= gpus:
+                    return False
+        return True
+
+    def _clearable(self, index: FreeIndex) -> dict[tuple[str, int], tuple[int, dict[frozenset, int]]]:
+        """(GPU type, node size) -> (wholly free nodes, {funded allocations whose unprotected work
+        fills a node (nothing else on it may be preempted but unfunded work): such nodes}) on
+        ``index``. A node with protected work, or work started at ``now``, is left out.
+
+        Kept while ``relief`` holds: a start only takes GPUs (and its work cannot be preempted in
+        this pass), so after starts the counts are still upper bounds, which is all a bound needs;
+        an eviction or a reservation change recounts."""
+        cached = self.clearable.get(id(index))  # reset per pass by _index
+        if cached is not None and cached[0] == self.relief:
+            return cached[1]
+        found: dict[tuple[str, int], tuple[int, dict[frozenset, int]]] = {}
+        for (kind, size, _), names in index.whole.items():
+            whole, needs = found.get((kind, size), (0, {}))
+            found[(kind, size)] = (whole + len(names), needs)
+        now, shielding = self.now, self.config.contract
+        free, spec = index.free, index.spec
+        for name, here in self.occupants.items():
+            left = free.get(name)
+            if left is None or not here:
+                continue
+            node = spec[name]
+            if left >= node.gpus:
+                continue
+            funded = set()
+            for occupant in here:
+                if not occupant.started_at < now:
+                    break
+                if occupant.funded:
+                    if shielding and occupant.protected_until > now:
+                        break
+                    funded.add(occupant.allocation)
+            else:
+                whole, needs = found.get((node.gpu_type, node.gpus), (0, {}))
+                allocations = frozenset(funded)
+                needs[allocations] = needs.get(allocations, 0) + 1
+                found[(node.gpu_type, node.gpus)] = (whole, needs)
+        self.clearable[id(index)] = (self.relief, found)
+        return found
+
+    def _ordered_victims(self, order: _Order, include_protected: bool) -> list[RunningWorkload]:
+        """Who may be preempted, in preemption order (see preemption.py), by the standing
+        ``order`` was decided in."""
+        allowed = order.allowed
         groups, ratios, sums = [], {}, {}
         for (allocation, funded), running in self.candidates.items():
             verdict = allowed.get(allocation) if funded or not self.fairshare else True
             if running and verdict is not None:
                 groups.append(
-                    (self._tier(allocation, funded, ratios, sums), allocation, funded, verdict, running)
+                    (
+                        self._tier(allocation, funded, ratios, sums, order.usage),
+                        allocation,
+                        funded,
+                        verdict,
+                        running,
+                    )
                 )
         groups.sort(key=lambda group: group[:3])
         shielding = self.config.contract and not include_protected
@@ -110,14 +185,21 @@ class Preempting:
             kept = self.unshielded[allocation] = [v for v in running if not v.protected_until > now]
         return kept
 
-    def _tier(self, allocation: str, funded: bool, ratios: dict[str, float], sums: dict[str, float]) -> tuple:
+    def _tier(
+        self,
+        allocation: str,
+        funded: bool,
+        ratios: dict[str, float],
+        sums: dict[str, float],
+        usage: dict[str, float] | None = None,
+    ) -> tuple:
         """Unfunded first, then the most over-served allocation (largest global usage/budget ratio).
         ``ratios`` memoizes the global ratio per allocation and ``sums`` each sibling set's usage
-        (see ``FairTree.level_ratio``) while the standing does not change."""
+        (see ``FairTree.level_ratio``) while the standing does not change; ``usage``: that standing."""
         if not self.fairshare:
             return ()
         if allocation not in ratios:
-            ratios[allocation] = self._global_ratio(allocation, sums)
+            ratios[allocation] = self._global_ratio(allocation, sums, usage)
         return (funded, -ratios[allocation])
 
     def _allowed_allocations(self, workload: PendingWorkload) -> dict:
@@ -126,32 +208,39 @@ class Preempting:
         if not self.fairshare:
             test = lambda victim: victim.priority < workload.priority  # noqa: E731
             return {allocation: test for allocation, _ in self.candidates}
-        tree, charge = self.tree, workload.gpus * self.charge_s
-        tree.charge(workload.allocation, workload.user, charge)
-        try:
-            allowed: dict = {
-                allocation: True
-                for allocation, funded in self.candidates
-                if funded
-                and allocation != workload.allocation
-                and tree.ranks_at_or_below(allocation, workload.allocation)
-            }
-            mine = tree.user_key(workload.allocation, workload.user)
-            peers = {
-                victim.user
-                for victim in self.candidates.get((workload.allocation, True), ())
-                if victim.user != workload.user and tree.user_key(workload.allocation, victim.user) >= mine
-            }
-        finally:
-            tree.charge(workload.allocation, workload.user, -charge)
+        # As if charged: the tree is not changed for the comparisons, then left exactly as
+        # charging and refunding it would leave it (the float residue shapes later near-ties).
+        tree, charge, preemptor, user = (
+            self.tree,
+            workload.gpus * self.charge_s,
+            workload.allocation,
+            workload.user,
+        )
+        charged = tree.charged_usage(preemptor, charge)
+        ranks_at_or_below = tree.ranks_at_or_below
+        allowed: dict = {
+            allocation: True
+            for allocation, funded in self.candidates
+            if funded and allocation != preemptor and ranks_at_or_below(allocation, preemptor, charged)
+        }
+        usage = tree.user_usage
+        mine = usage.get((preemptor, user), 0.0) + charge
+        peers = {
+            victim.user
+            for victim in self.candidates.get((preemptor, True), ())
+            if victim.user != user and usage.get((preemptor, victim.user), 0.0) >= mine
+        }
+        tree.charge_and_refund(preemptor, user, charge)
         if peers:
             allowed[workload.allocation] = lambda victim: victim.user in peers
         return allowed
 
-    def _global_ratio(self, allocation: str, sums: dict[str, float] | None = None) -> float:
+    def _global_ratio(
+        self, allocation: str, sums: dict[str, float] | None = None, usage: dict[str, float] | None = None
+    ) -> float:
         ratio = 1.0
         for path in self.tree.ancestors.get(allocation, ()):
-            ratio *= self.tree.level_ratio(path, sums)
+            ratio *= self.tree.level_ratio(path, sums, usage)
         return ratio
 
     def _evict(self, victim: RunningWorkload, preemptor: PendingWorkload) -> None:
@@ -191,3 +280,18 @@ class Preempting:
             self.queues[1].requeue(workload)
         else:
             self.queues[0].requeue(workload)
+
+
+class _Order:
+    """Whose work a preemptor may preempt, as decided in one standing: ``allowed`` (see
+    ``_allowed_allocations``), the subtree usage of that standing (so a later listing ranks the
+    victims exactly as listing them at once would), and the listing and pools once made."""
+
+    __slots__ = ("allowed", "pools", "reach", "usage", "victims")
+
+    def __init__(self, allowed: dict, usage: dict[str, float] | None) -> None:
+        self.allowed = allowed
+        self.usage = usage
+        self.reach: frozenset | None = None  # the funded allocations it may take from at all
+        self.victims: list[RunningWorkload] | None = None
+        self.pools: dict[int, VictimPool] = {}  # id(index) -> its pool: an order lives one standing

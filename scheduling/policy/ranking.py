@@ -80,6 +80,37 @@ class FairTree:
             else:
                 log.append(user)
 
+    def charged_usage(self, path: AllocationPath, amount: float) -> dict[AllocationPath, float]:
+        """node -> the usage ``charge(path, _, amount)`` would give it, for ``path``'s chain (the
+        same additions ``charge`` makes, without making them)."""
+        subtree, parent = self.subtree_usage, self.parent
+        charged = {}
+        node = path if path in self.budget else ROOT
+        while True:
+            charged[node] = subtree.get(node, 0.0) + amount
+            if node == ROOT:
+                return charged
+            node = parent.get(node, ROOT)
+
+    def charge_and_refund(self, path: AllocationPath, user: str | None, amount: float) -> None:
+        """What ``charge(path, user, amount)`` then ``charge(path, user, -amount)`` leave behind:
+        ``(x + amount) - amount`` is not always ``x`` in floats, and later near-ties see that."""
+        subtree, parent = self.subtree_usage, self.parent
+        node = path if path in self.budget else ROOT
+        while True:
+            subtree[node] = (subtree.get(node, 0.0) + amount) + -amount
+            if node == ROOT:
+                break
+            node = parent.get(node, ROOT)
+        if user is not None:
+            key = (path, user)
+            self.user_usage[key] = (self.user_usage.get(key, 0.0) + amount) + -amount
+            log = self.user_log.get(path)
+            if log is None:
+                self.user_log[path] = [user, user]
+            else:
+                log += (user, user)
+
     def charge_running(
         self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
     ) -> None:
@@ -117,18 +148,23 @@ class FairTree:
         return (budget / used if used > 0 else INFINITE, budget)
 
     def level_ratio(
-        self, path: AllocationPath, sibling_usage: dict[AllocationPath, float] | None = None
+        self,
+        path: AllocationPath,
+        sibling_usage: dict[AllocationPath, float] | None = None,
+        usage: Mapping[AllocationPath, float] | None = None,
     ) -> float:
         """Fair-share ratio U / S among siblings (0 when nothing was used; inf when unfunded but used).
-        ``sibling_usage``: parent -> its children's summed usage, filled as met (for many paths at once)."""
+        ``sibling_usage``: parent -> its children's summed usage, filled as met (for many paths at once).
+        ``usage``: the subtree usage to read (default: the tree's own, as it is now)."""
+        subtree = self.subtree_usage if usage is None else usage
         parent = self.parent.get(path, ROOT)
         total_budget = self.sibling_budget[parent]
         total_usage = sibling_usage.get(parent) if sibling_usage is not None else None
         if total_usage is None:
-            total_usage = sum(self.subtree_usage[s] for s in self.children[parent])
+            total_usage = sum(subtree[s] for s in self.children[parent])
             if sibling_usage is not None:
                 sibling_usage[parent] = total_usage
-        used = self.subtree_usage[path] / total_usage if total_usage > 0 else 0.0
+        used = subtree[path] / total_usage if total_usage > 0 else 0.0
         share = self.budget[path] / total_budget if total_budget > 0 else 0.0
         if share == 0:
             return INFINITE if used > 0 else 0.0
@@ -171,14 +207,29 @@ class FairTree:
         for child in children:
             self._walk(child, wanted, counts, order)
 
-    def ranks_at_or_below(self, victim: AllocationPath, preemptor: AllocationPath) -> bool:
+    def ranks_at_or_below(
+        self,
+        victim: AllocationPath,
+        preemptor: AllocationPath,
+        charged: Mapping[AllocationPath, float] | None = None,
+    ) -> bool:
         """True when ``victim``'s allocation ranks at or below ``preemptor``'s, compared at the
-        level where their paths part (the children of their closest common ancestor)."""
+        level where their paths part (the children of their closest common ancestor).
+        ``charged``: usage that overrides the tree's for the preemptor's chain (``charged_usage``);
+        the victim's side never lies on that chain, so only the preemptor's key reads it."""
         victim_chain = self.ancestors.get(victim, (victim,))[::-1]
         preemptor_chain = self.ancestors.get(preemptor, (preemptor,))[::-1]
         for victim_node, preemptor_node in zip(victim_chain, preemptor_chain, strict=False):
             if victim_node != preemptor_node:
-                victim_key, preemptor_key = self.key(victim_node), self.key(preemptor_node)
+                victim_key = self.key(victim_node)
+                if charged is None:
+                    preemptor_key = self.key(preemptor_node)
+                else:
+                    budget = self.budget[preemptor_node]
+                    used = charged[preemptor_node]
+                    preemptor_key = (
+                        (0.0, 0.0) if budget <= 0 else (budget / used if used > 0 else INFINITE, budget)
+                    )
                 if victim_key != preemptor_key:
                     return victim_key < preemptor_key
                 return victim_node >= preemptor_node
