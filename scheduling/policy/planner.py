@@ -220,6 +220,7 @@ class _Pass(Preempting, Explaining):
         self.occupants, self.candidates, self.used = occupants, candidates, used
         self.unshielded: dict[str, list[RunningWorkload]] = {}  # see Preempting._unshielded
         self.clearable: dict[int, tuple[int, dict]] = {}  # see Preempting._clearable
+        self.node_needs: dict[str, frozenset | None] | None = None  # see Preempting._node_needs
         self.index = FreeIndex.filed(healthy, free)  # each node filed once, at what is left free
         for running in candidates.values():
             running.sort(key=self._work_lost)
@@ -505,9 +506,12 @@ class _Pass(Preempting, Explaining):
             self.tree.charge(workload.allocation, workload.user, workload.gpus * self.charge_s)
 
     def _occupy_new(self, workload: RunningWorkload) -> None:
+        needs = self.node_needs
         for name, _ in workload.placement:
             self.occupants.setdefault(name, []).append(workload)
             self.touched.add(name)
+            if needs is not None:
+                needs[name] = None  # work started now is never preempted in this pass
         for path in self.tree.ancestors.get(workload.allocation, ()):
             if path in self.used:
                 self.used[path] += workload.gpus

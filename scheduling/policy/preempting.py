@@ -123,30 +123,42 @@ class Preempting:
         for (kind, size, _), names in index.whole.items():
             whole, needs = found.get((kind, size), (0, {}))
             found[(kind, size)] = (whole + len(names), needs)
-        now, shielding = self.now, self.config.contract
         free, spec = index.free, index.spec
-        for name, here in self.occupants.items():
+        for name, funded in self._node_needs().items():
+            if funded is None:
+                continue
             left = free.get(name)
-            if left is None or not here:
+            if left is None:
                 continue
             node = spec[name]
             if left >= node.gpus:
                 continue
-            funded = set()
-            for occupant in here:
-                if not occupant.started_at < now:
-                    break
-                if occupant.funded:
-                    if shielding and occupant.protected_until > now:
-                        break
-                    funded.add(occupant.allocation)
-            else:
-                whole, needs = found.get((node.gpu_type, node.gpus), (0, {}))
-                allocations = frozenset(funded)
-                needs[allocations] = needs.get(allocations, 0) + 1
-                found[(node.gpu_type, node.gpus)] = (whole, needs)
+            whole, needs = found.get((node.gpu_type, node.gpus), (0, {}))
+            needs[funded] = needs.get(funded, 0) + 1
+            found[(node.gpu_type, node.gpus)] = (whole, needs)
         self.clearable[id(index)] = (self.relief, found)
         return found
+
+    def _node_needs(self) -> dict[str, frozenset | None]:
+        """Occupied node -> the funded allocations whose work on it must all be preemptible to
+        clear it (unfunded work always is), or None when it holds work that cannot be (protected,
+        or started at ``now``). Made once per pass, then kept by ``_occupy_new`` and ``_evict``."""
+        if self.node_needs is None:
+            need = self._node_need
+            self.node_needs = {name: need(here) for name, here in self.occupants.items() if here}
+        return self.node_needs
+
+    def _node_need(self, here: list[RunningWorkload]) -> frozenset | None:
+        now, shielding = self.now, self.config.contract
+        funded = set()
+        for occupant in here:
+            if not occupant.started_at < now:
+                return None
+            if occupant.funded:
+                if shielding and occupant.protected_until > now:
+                    return None
+                funded.add(occupant.allocation)
+        return frozenset(funded)
 
     def _ordered_victims(self, order: _Order, include_protected: bool) -> list[RunningWorkload]:
         """Who may be preempted, in preemption order (see preemption.py), by the standing
@@ -250,9 +262,16 @@ class Preempting:
         self.preemptions.append(Preemption(victim.id, victim.resumable, preemptor.id, why))
         self.index.give(victim.placement)
         self.reserved.give(victim.placement)
+        needs = self.node_needs
         for name, _ in victim.placement:
-            self.occupants[name].remove(victim)
+            here = self.occupants[name]
+            here.remove(victim)
             self.touched.add(name)
+            if needs is not None:
+                if here:
+                    needs[name] = self._node_need(here)
+                else:
+                    needs.pop(name, None)
         self.candidates[(victim.allocation, victim.funded)].remove(victim)
         if victim.funded:
             self.unshielded.pop(victim.allocation, None)

@@ -107,6 +107,9 @@ class FairShareQueue:
         self.current: tuple[AllocationPath, str, deque[PendingWorkload]] | None = None
         # allocation -> [heap of (usage, user), how much of tree.user_log[allocation] it has seen]
         self.user_heaps: dict[AllocationPath, list] = {}
+        # The last descent, root first, and the tree's usage version it was made in (see _select).
+        self.path: list[AllocationPath] = []
+        self.seen = -1
 
     def _count(self, allocation: AllocationPath, amount: int) -> None:
         for node in self.tree.ancestors[allocation]:
@@ -144,14 +147,29 @@ class FairShareQueue:
             queue = users[workload.user] = deque(queue)
         _insert_in_order(queue, workload, submit_key)
         self._count(workload.allocation, 1)
+        self.path.clear()  # a subtree passed over for being empty may be the best one now
         state = self.user_heaps.get(workload.allocation)
         if state is not None:
             heappush(state[0], (self.tree.user_key(workload.allocation, workload.user), workload.user))
 
     def _select(self) -> tuple[AllocationPath, str, deque[PendingWorkload]] | None:
-        if not self.counts.get(ROOT):
+        """Descend from the root to the best allocation with queued work.
+
+        While no usage changed since the last descent and nothing was requeued, only counts fell:
+        every child the last descent chose is still the best of its (fewer) eligible siblings,
+        and the nodes it passed had no queue of their own. So the descent resumes from the
+        deepest node on that path that still has work queued, with the same result."""
+        counts = self.counts
+        if not counts.get(ROOT):
             return None
-        node = ROOT
+        tree, path = self.tree, self.path
+        if path and self.seen == tree.version:
+            while not counts.get(path[-1]):
+                path.pop()  # the root stays: it has work queued
+        else:
+            path[:] = (ROOT,)
+            self.seen = tree.version
+        node = path[-1]
         while True:
             users = self.by_allocation.get(node)
             if users:
@@ -160,9 +178,11 @@ class FairShareQueue:
                 if type(queue) is not deque:  # the walk takes from it: a copy of its own
                     queue = users[user] = deque(queue)
                 return node, user, queue
-            child = self.tree.best_child(node, self.counts)
+            child = tree.best_child(node, counts)
             if child is None:
+                path.clear()
                 return None
+            path.append(child)
             node = child
 
     def _least_used(self, allocation: AllocationPath, users: dict[str, deque[PendingWorkload]]) -> str:

@@ -55,16 +55,20 @@ class FairTree:
         self.user_usage: dict[tuple[AllocationPath, str], float] = dict(user_usage)
         # path -> the users whose usage a charge changed, in order (queues follow it: queues.py)
         self.user_log: dict[AllocationPath, list[str]] = {}
+        self.version = 0  # bumped by every change of usage (queues.py keeps a descent while it holds)
         for path, amount in usage.items():
             self.charge(path, None, amount)
         self.funded: frozenset[AllocationPath] = shape.funded
         self.ancestors: dict[AllocationPath, tuple[AllocationPath, ...]] = shape.ancestors
         self.funded_sorted: list[AllocationPath] = shape.funded_sorted
+        # (victim, preemptor) -> where their paths part (see ranks_at_or_below), kept with the shape
+        self.parting: dict[tuple[AllocationPath, AllocationPath], tuple[AllocationPath, ...]] = shape.parting
         self.base_ratio = self.fair_share_ratios()
 
     # -- usage ---------------------------------------------------------------------------------
     def charge(self, path: AllocationPath, user: str | None, amount: float) -> None:
         """Add ``amount`` GPU-seconds to ``path``, its ancestors and (when given) its user."""
+        self.version += 1
         node = path if path in self.budget else ROOT
         while True:
             self.subtree_usage[node] = self.subtree_usage.get(node, 0.0) + amount
@@ -95,6 +99,7 @@ class FairTree:
     def charge_and_refund(self, path: AllocationPath, user: str | None, amount: float) -> None:
         """What ``charge(path, user, amount)`` then ``charge(path, user, -amount)`` leave behind:
         ``(x + amount) - amount`` is not always ``x`` in floats, and later near-ties see that."""
+        self.version += 1
         subtree, parent = self.subtree_usage, self.parent
         node = path if path in self.budget else ROOT
         while True:
@@ -115,6 +120,7 @@ class FairTree:
         self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
     ) -> None:
         # ``charge`` inlined (a pass charges every running workload): the same additions, in order
+        self.version += 1
         subtree, parent, budget = self.subtree_usage, self.parent, self.budget
         user_usage, user_log = self.user_usage, self.user_log
         for workload in running:
@@ -217,23 +223,36 @@ class FairTree:
         level where their paths part (the children of their closest common ancestor).
         ``charged``: usage that overrides the tree's for the preemptor's chain (``charged_usage``);
         the victim's side never lies on that chain, so only the preemptor's key reads it."""
+        parting = self.parting.get((victim, preemptor))
+        if parting is None:
+            parting = self.parting[(victim, preemptor)] = self._parting(victim, preemptor)
+        if not parting:
+            return True  # one is the other's ancestor or the same: the user level decides
+        victim_node, preemptor_node = parting
+        budget = self.budget[victim_node]
+        if budget <= 0:
+            victim_key = (0.0, 0.0)
+        else:
+            used = self.subtree_usage[victim_node]
+            victim_key = (budget / used if used > 0 else INFINITE, budget)
+        budget = self.budget[preemptor_node]
+        if budget <= 0:
+            preemptor_key = (0.0, 0.0)
+        else:
+            used = self.subtree_usage[preemptor_node] if charged is None else charged[preemptor_node]
+            preemptor_key = (budget / used if used > 0 else INFINITE, budget)
+        if victim_key != preemptor_key:
+            return victim_key < preemptor_key
+        return victim_node >= preemptor_node
+
+    def _parting(self, victim: AllocationPath, preemptor: AllocationPath) -> tuple[AllocationPath, ...]:
+        """(victim's node, preemptor's node) where their paths part, or () when they do not."""
         victim_chain = self.ancestors.get(victim, (victim,))[::-1]
         preemptor_chain = self.ancestors.get(preemptor, (preemptor,))[::-1]
         for victim_node, preemptor_node in zip(victim_chain, preemptor_chain, strict=False):
             if victim_node != preemptor_node:
-                victim_key = self.key(victim_node)
-                if charged is None:
-                    preemptor_key = self.key(preemptor_node)
-                else:
-                    budget = self.budget[preemptor_node]
-                    used = charged[preemptor_node]
-                    preemptor_key = (
-                        (0.0, 0.0) if budget <= 0 else (budget / used if used > 0 else INFINITE, budget)
-                    )
-                if victim_key != preemptor_key:
-                    return victim_key < preemptor_key
-                return victim_node >= preemptor_node
-        return True  # one is the other's ancestor or the same: the user level decides
+                return (victim_node, preemptor_node)
+        return ()
 
     def user_key(self, path: AllocationPath, user: str) -> float:
         return self.user_usage.get((path, user), 0.0)
@@ -266,6 +285,7 @@ class _TreeShape:
         self.funded = self._funded_paths()
         self.funded_sorted = sorted(self.funded)
         self.ancestors = {path: self._ancestors(path) for path in self.budget}
+        self.parting: dict[tuple[AllocationPath, AllocationPath], tuple[AllocationPath, ...]] = {}
 
     def _add(self, path: AllocationPath, parent: AllocationPath, budget: float, limit: int | None) -> None:
         self.parent[path] = parent
