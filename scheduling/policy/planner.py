@@ -222,8 +222,12 @@ class _Pass(Preempting, Explaining):
         self.clearable: dict[int, tuple[int, dict]] = {}  # see Preempting._clearable
         self.node_needs: dict[str, frozenset | None] | None = None  # see Preempting._node_needs
         self.index = FreeIndex.filed(healthy, free)  # each node filed once, at what is left free
+
+        def work_lost(workload: RunningWorkload) -> tuple[float, int]:  # _work_lost, inlined
+            return (0.0 if workload.resumable else workload.gpus * (now - workload.started_at), workload.id)
+
         for running in candidates.values():
-            running.sort(key=self._work_lost)
+            running.sort(key=work_lost)
         self.start_index = self.index.copy()  # what was free before this pass took anything
 
     def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:

@@ -189,6 +189,9 @@ class FairShareQueue:
         """The user with the least usage (ties by name), as ``min`` over ``(usage, name)`` would
         pick, from a heap kept per allocation: an entry is pushed whenever a user's usage changes
         (the tree logs every charge) or a user joins, and entries that no longer hold are dropped."""
+        if len(users) == 1:  # the least used of one: no heap needed (one made later reads the log)
+            for name in users:
+                return name
         tree = self.tree
         log = tree.user_log.get(allocation, ())
         state = self.user_heaps.get(allocation)

@@ -119,21 +119,22 @@ class FairTree:
     def charge_running(
         self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
     ) -> None:
-        # ``charge`` inlined (a pass charges every running workload): the same additions, in order
+        # ``charge`` inlined (a pass charges every running workload): the same additions, in order,
+        # along each path's ancestors (every one of them a key of ``subtree``), then the root
         self.version += 1
-        subtree, parent, budget = self.subtree_usage, self.parent, self.budget
+        subtree, chains = self.subtree_usage, self.ancestors
         user_usage, user_log = self.user_usage, self.user_log
         for workload in running:
-            owed = workload.gpus * max(0.0, projected_charge_s - (now - workload.started_at))
+            left = projected_charge_s - (now - workload.started_at)
+            if not left > 0.0:  # max(0.0, left) == 0.0: owes nothing
+                continue
+            owed = workload.gpus * left
             if not owed:
                 continue
             path, user = workload.allocation, workload.user
-            node = path if path in budget else ROOT
-            while True:
-                subtree[node] = subtree.get(node, 0.0) + owed
-                if node == ROOT:
-                    break
-                node = parent.get(node, ROOT)
+            for node in chains.get(path, ()):  # a path the tree lacks is charged to the root only
+                subtree[node] += owed
+            subtree[ROOT] += owed
             if user is None:
                 continue
             key = (path, user)

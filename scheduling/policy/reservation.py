@@ -81,25 +81,33 @@ class ReleaseProfile:
                             protected = now
                         if protected < end:
                             end = protected
-                for placed, gpus in workload.placement:
+                placement = workload.placement
+                if len(placement) == 1:
+                    events.append((end, placement[0][1]))  # its only node is this one
+                    continue
+                for placed, gpus in placement:
                     if placed == name:
                         events.append((end, gpus))
-            events.sort()
+            if len(events) > 1:
+                events.sort()
             if not 0 <= left <= size:
                 time_for[name] = _times_per_count(size, left, events, now)
                 continue
-            # _times_per_count, inlined: the earliest time each count of GPUs is free
+            # _times_per_count, inlined: each release fills the counts it reaches at once (the
+            # count g is free when the release that brings the total to g or more happens)
             times = [now] * (size + 1)
-            available, latest, at, last = left, now, 0, len(events)
-            for count in range(left + 1, size + 1):
-                while available < count and at < last:
-                    latest, gpus = events[at]
-                    at += 1
-                    available += gpus
-                if available < count:  # nothing more is released: never
-                    times[count:] = [INFINITE] * (size + 1 - count)
+            available = left
+            for end, gpus in events:
+                if available >= size:
                     break
-                times[count] = latest if latest >= now else now
+                reached = available + gpus
+                if reached > available:
+                    if reached > size:
+                        reached = size
+                    times[available + 1 : reached + 1] = [end if end >= now else now] * (reached - available)
+                    available = reached
+            if available < size:  # nothing more is released: never
+                times[available + 1 :] = [INFINITE] * (size - available)
             time_for[name] = times
 
     def earliest(self, shape: Shape) -> tuple[float, tuple[str, ...]]:
