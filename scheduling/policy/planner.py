@@ -299,19 +299,37 @@ class _Pass(Preempting, Explaining):
         now = self.now
         explained = self.explain is not False
         unchanged = len(self.starts)  # a preemption comes with a start
+        start_at = self._reservation_start()  # changes only with the reservation, so with relief
         for queue in queues:
             misses, checked = 0, -1
             while (head := queue.head()) is not None:
                 items, taken, started = head[2], 0, False
                 pop = items.popleft
-                start_at = self._reservation_start()
                 record = explained and not (settles and len(self.starts) != unchanged)
                 while items:
-                    if not record:  # hits change nothing: only count them, up to the next miss
+                    if record:
+                        workload = pop()
+                        taken += 1
+                        runtime = workload.max_runtime_s
+                        signature = (
+                            workload.gpus,
+                            workload.gpus_per_node,
+                            workload.gpu_type,
+                            workload.allocation,
+                            workload.priority,
+                            # may it backfill reserved nodes? (_may_backfill, inlined; finer is harmless)
+                            workload.min_runtime_s <= 0
+                            or (runtime is not None and now + runtime <= start_at),
+                        )
+                        key = known(signature)
+                        if key is not None:
+                            append((workload, key))
+                            continue
+                    else:  # hits change nothing: only count them, up to the next miss
                         hits = 0
                         for workload in items:
                             runtime = workload.max_runtime_s
-                            signature = (
+                            signature = (  # as above
                                 workload.gpus,
                                 workload.gpus_per_node,
                                 workload.gpu_type,
@@ -323,29 +341,14 @@ class _Pass(Preempting, Explaining):
                             if known(signature) is None:
                                 break
                             hits += 1
-                        if hits:
+                        else:  # every one a hit
                             taken += hits
-                            if hits == len(items):
-                                items.clear()
-                                break
+                            items.clear()
+                            break
+                        if hits:
                             _drain(map(call, repeat(pop, hits)))
-                    workload = pop()
-                    taken += 1
-                    runtime = workload.max_runtime_s
-                    signature = (
-                        workload.gpus,
-                        workload.gpus_per_node,
-                        workload.gpu_type,
-                        workload.allocation,
-                        workload.priority,
-                        # may it backfill reserved nodes? (_may_backfill, inlined; finer is harmless)
-                        workload.min_runtime_s <= 0 or (runtime is not None and now + runtime <= start_at),
-                    )
-                    key = known(signature)
-                    if key is not None:
-                        if record:
-                            append((workload, key))
-                        continue
+                        pop()  # the miss: ``workload``, with its ``signature``
+                        taken += hits + 1
                     started = self._consider(workload)
                     if self.relief != relief:
                         failed.clear()

@@ -119,13 +119,17 @@ class FairShareQueue:
     def head(self) -> tuple[AllocationPath, str, deque[PendingWorkload]] | None:
         """The (allocation, user, queue) to serve next; the caller pops from the queue, then
         reports how many it took with ``consumed``."""
-        if self.current is None:
-            self.current = self._select()
-        return self.current
+        current = self.current
+        if current is None:
+            current = self.current = self._select()
+        return current
 
     def consumed(self, count: int) -> None:
         allocation, user, queue = self.current
-        self._count(allocation, -count)
+        counts = self.counts  # _count(allocation, -count), inlined: each node counted it before
+        for node in self.tree.ancestors[allocation]:
+            counts[node] -= count
+        counts[ROOT] -= count
         if not queue:
             del self.by_allocation[allocation][user]
             self.current = None
