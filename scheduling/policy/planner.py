@@ -219,7 +219,7 @@ class _Pass(Preempting, Explaining):
                     victims.append(workload)
         self.occupants, self.candidates, self.used = occupants, candidates, used
         self.unshielded: dict[str, list[RunningWorkload]] = {}  # see Preempting._unshielded
-        self.clearable: dict[int, tuple[int, dict]] = {}  # see Preempting._clearable
+        self.clearable: dict[int, object] = {}  # see Preempting._clearable
         self.node_needs: dict[str, frozenset | None] | None = None  # see Preempting._node_needs
         self.index = FreeIndex.filed(healthy, free)  # each node filed once, at what is left free
 
@@ -519,6 +519,8 @@ class _Pass(Preempting, Explaining):
             self.touched.add(name)
             if needs is not None:
                 needs[name] = None  # work started now is never preempted in this pass
+        if self.clearable:
+            self._recount([name for name, _ in workload.placement])
         for path in self.tree.ancestors.get(workload.allocation, ()):
             if path in self.used:
                 self.used[path] += workload.gpus

@@ -98,12 +98,18 @@ class Preempting:
         reach = order.reach
         if reach is None:
             reach = order.reach = frozenset(order.allowed)
+        counted = order.clearable  # an order lives one standing, so one relief: counts keep
         for (kind, size), (whole, needs) in self._clearable(index).items():
             if gpu_type in (None, kind) and size and gpus % size == 0 and per_node in (None, size):
-                count = whole
-                for allocations, nodes in needs.items():
-                    if allocations <= reach:
-                        count += nodes
+                if whole * size >= gpus:
+                    return False
+                count = counted.get((id(index), kind, size))
+                if count is None:
+                    count = whole
+                    for allocations, nodes in needs.items():
+                        if allocations <= reach:
+                            count += nodes
+                    counted[(id(index), kind, size)] = count
                 if count * size >= gpus:
                     return False
         return True
@@ -114,30 +120,49 @@ class Preempting:
         ``index``. A node with protected work, or work started at ``now``, is left out.
 
         Kept while ``relief`` holds: a start only takes GPUs (and its work cannot be preempted in
-        this pass), so after starts the counts are still upper bounds, which is all a bound needs;
-        an eviction or a reservation change recounts."""
-        cached = self.clearable.get(id(index))  # reset per pass by _index
-        if cached is not None and cached[0] == self.relief:
-            return cached[1]
-        found: dict[tuple[str, int], tuple[int, dict[frozenset, int]]] = {}
-        for (kind, size, _), names in index.whole.items():
-            whole, needs = found.get((kind, size), (0, {}))
-            found[(kind, size)] = (whole + len(names), needs)
-        free, spec = index.free, index.spec
-        for name, funded in self._node_needs().items():
-            if funded is None:
-                continue
-            left = free.get(name)
-            if left is None:
-                continue
-            node = spec[name]
-            if left >= node.gpus:
-                continue
-            whole, needs = found.get((node.gpu_type, node.gpus), (0, {}))
-            needs[funded] = needs.get(funded, 0) + 1
-            found[(node.gpu_type, node.gpus)] = (whole, needs)
-        self.clearable[id(index)] = (self.relief, found)
+        this pass), so after starts the counts are still upper bounds, which is all a bound needs.
+        Then only the nodes whose occupants changed (``_recount``) or that joined or left the
+        index (``index.filings``, a reservation) are counted again."""
+        state = self.clearable.get(id(index))  # reset per pass by _index
+        if state is not None and state.relief == self.relief:
+            return state.found
+        filings = index.filings
+        if state is None:
+            state = self.clearable[id(index)] = _Clearable()
+            changed = index.free
+        else:
+            changed, state.changed = state.changed, set()
+            changed.update(filings[state.filed :])
+        state.filed = len(filings)
+        state.relief = self.relief
+        needs, free, spec, contributions = self._node_needs(), index.free, index.spec, state.contributions
+        found = state.found
+        for name in changed:
+            was = contributions.get(name)
+            if was is not None:
+                _tally(found, was, -1)
+            node = spec.get(name)
+            now = None
+            if node is not None:
+                left = free[name]
+                if left >= node.gpus:  # filed as wholly free (a node of no GPUs is not)
+                    if left == node.gpus and left:
+                        now = ((node.gpu_type, node.gpus), None)
+                else:
+                    funded = needs.get(name)
+                    if funded is not None:
+                        now = ((node.gpu_type, node.gpus), funded)
+            if now is None:
+                contributions.pop(name, None)
+            else:
+                contributions[name] = now
+                _tally(found, now, 1)
         return found
+
+    def _recount(self, names: list[str]) -> None:
+        """Nodes whose occupants (and free GPUs) changed: count them again at the next relief."""
+        for state in self.clearable.values():
+            state.changed.update(names)
 
     def _node_needs(self) -> dict[str, frozenset | None]:
         """Occupied node -> the funded allocations whose work on it must all be preemptible to
@@ -262,6 +287,7 @@ class Preempting:
         self.preemptions.append(Preemption(victim.id, victim.resumable, preemptor.id, why))
         self.index.give(victim.placement)
         self.reserved.give(victim.placement)
+        self._recount([name for name, _ in victim.placement])
         needs = self.node_needs
         for name, _ in victim.placement:
             here = self.occupants[name]
@@ -301,12 +327,38 @@ class Preempting:
             self.queues[0].requeue(workload)
 
 
+class _Clearable:
+    """``Preempting._clearable``'s counts for one index, and what each node adds to them."""
+
+    __slots__ = ("changed", "contributions", "filed", "found", "relief")
+
+    def __init__(self) -> None:
+        self.filed = 0  # how much of the index's ``filings`` it has seen
+        self.relief = -1
+        self.found: dict[tuple[str, int], tuple[int, dict[frozenset, int]]] = {}
+        # node -> ((type, size), None when wholly free, else the funded allocations to preempt)
+        self.contributions: dict[str, tuple] = {}
+        self.changed: set[str] = set()
+
+
+def _tally(found: dict, contribution: tuple, sign: int) -> None:
+    key, funded = contribution
+    whole, needs = found.get(key, (0, None))
+    if needs is None:
+        needs = {}
+    if funded is None:
+        whole += sign
+    else:
+        needs[funded] = needs.get(funded, 0) + sign
+    found[key] = (whole, needs)
+
+
 class _Order:
     """Whose work a preemptor may preempt, as decided in one standing: ``allowed`` (see
     ``_allowed_allocations``), the subtree usage of that standing (so a later listing ranks the
     victims exactly as listing them at once would), and the listing and pools once made."""
 
-    __slots__ = ("allowed", "pools", "reach", "usage", "victims")
+    __slots__ = ("allowed", "clearable", "pools", "reach", "usage", "victims")
 
     def __init__(self, allowed: dict, usage: dict[str, float] | None) -> None:
         self.allowed = allowed
@@ -314,3 +366,4 @@ class _Order:
         self.reach: frozenset | None = None  # the funded allocations it may take from at all
         self.victims: list[RunningWorkload] | None = None
         self.pools: dict[int, VictimPool] = {}  # id(index) -> its pool: an order lives one standing
+        self.clearable: dict[tuple, int] = {}  # (id(index), type, size) -> nodes it could clear
