@@ -27,10 +27,13 @@ class Preempting:
         if memo_key in self.no_preempt:
             return False, self.no_preempt[memo_key]
         indexes = (self.index, self.reserved) if backfill and self.reserved.spec else (self.index,)
+        order = self._victim_order(workload, False)  # (when the original decided it: see there)
         for index in indexes:
-            if self._surely_hopeless(workload, shape, index):
-                continue
-            pool = self._victim_pool(workload, index, include_protected=False)
+            pool = order.pools.get(id(index))
+            if pool is None:  # a pool already made rejects as cheaply as the bound
+                if self._surely_hopeless(order, shape, index):
+                    continue
+                pool = self._victim_pool(workload, index, include_protected=False)
             choice = None if pool.hopeless(shape, index) else choose_victims(shape, index, pool)
             if choice is not None:
                 placement, victims = choice
@@ -82,7 +85,7 @@ class Preempting:
         self.pools[key] = (self.generation, order)
         return order
 
-    def _surely_hopeless(self, workload: PendingWorkload, shape: Shape, index: FreeIndex) -> bool:
+    def _surely_hopeless(self, order: _Order, shape: Shape, index: FreeIndex) -> bool:
         """A cheap and sound verdict for a multi-node gang (most failed attempts): even if every
         unprotected workload of every allocation it may preempt were a victim, too few whole nodes
         could be cleared, so ``VictimPool.hopeless`` would say so too. False: look closer."""
@@ -94,7 +97,6 @@ class Preempting:
             return False  # a spread: the search decides
         if (per_node is None or per_node >= gpus) and largest >= gpus:
             return False  # one node: the pool decides
-        order = self._victim_order(workload, False)
         reach = order.reach
         if reach is None:
             reach = order.reach = frozenset(order.allowed)
