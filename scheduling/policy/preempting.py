@@ -116,9 +116,9 @@ class Preempting:
                     return False
         return True
 
-    def _clearable(self, index: FreeIndex) -> dict[tuple[str, int], tuple[int, dict[frozenset, int]]]:
-        """(GPU type, node size) -> (wholly free nodes, {funded allocations whose unprotected work
-        fills a node (nothing else on it may be preempted but unfunded work): such nodes}) on
+    def _clearable(self, index: FreeIndex) -> dict[tuple[str, int], list]:
+        """(GPU type, node size) -> [wholly free nodes, {funded allocations whose unprotected work
+        fills a node (nothing else on it may be preempted but unfunded work): such nodes}] on
         ``index``. A node with protected work, or work started at ``now``, is left out.
 
         Kept while ``relief`` holds: a start only takes GPUs (and its work cannot be preempted in
@@ -142,23 +142,31 @@ class Preempting:
         for name in changed:
             was = contributions.get(name)
             if was is not None:
-                _tally(found, was, -1)
-            node = spec.get(name)
-            now = None
-            if node is not None:
-                left = free[name]
-                if left >= node.gpus:  # filed as wholly free (a node of no GPUs is not)
-                    if left == node.gpus and left:
-                        now = ((node.gpu_type, node.gpus), None)
+                counts = found[was[0]]
+                if was[1] is None:
+                    counts[0] -= 1
                 else:
-                    funded = needs.get(name)
-                    if funded is not None:
-                        now = ((node.gpu_type, node.gpus), funded)
-            if now is None:
+                    counts[1][was[1]] -= 1
+            node = spec.get(name)
+            if node is None:
                 contributions.pop(name, None)
+                continue
+            left, size = free[name], node.gpus
+            # filed as wholly free when all of it is (a node of no GPUs is not)
+            funded = (_WHOLE if left == size and left else None) if left >= size else needs.get(name)
+            if funded is None:
+                contributions.pop(name, None)
+                continue
+            key = (node.gpu_type, size)
+            counts = found.get(key)
+            if counts is None:
+                counts = found[key] = [0, {}]
+            if funded is _WHOLE:
+                contributions[name] = (key, None)
+                counts[0] += 1
             else:
-                contributions[name] = now
-                _tally(found, now, 1)
+                contributions[name] = (key, funded)
+                counts[1][funded] = counts[1].get(funded, 0) + 1
         return found
 
     def _recount(self, names: list[str]) -> None:
@@ -170,10 +178,29 @@ class Preempting:
         """Occupied node -> the funded allocations whose work on it must all be preemptible to
         clear it (unfunded work always is), or None when it holds work that cannot be (protected,
         or started at ``now``). Made once per pass, then kept by ``_occupy_new`` and ``_evict``."""
-        if self.node_needs is None:
-            need = self._node_need
-            self.node_needs = {name: need(here) for name, here in self.occupants.items() if here}
-        return self.node_needs
+        needs = self.node_needs
+        if needs is None:
+            needs = self.node_needs = {}
+            now, shielding, alone, nothing = self.now, self.config.contract, {}, frozenset()
+            for name, here in self.occupants.items():
+                if len(here) != 1:
+                    if here:
+                        needs[name] = self._node_need(here)
+                    continue
+                occupant = here[0]  # the usual case, _node_need inlined
+                if not occupant.started_at < now:
+                    needs[name] = None
+                elif not occupant.funded:
+                    needs[name] = nothing
+                elif shielding and occupant.protected_until > now:
+                    needs[name] = None
+                else:
+                    allocation = occupant.allocation
+                    need = alone.get(allocation)
+                    if need is None:
+                        need = alone[allocation] = frozenset((allocation,))
+                    needs[name] = need
+        return needs
 
     def _node_need(self, here: list[RunningWorkload]) -> frozenset | None:
         now, shielding = self.now, self.config.contract
@@ -337,22 +364,13 @@ class _Clearable:
     def __init__(self) -> None:
         self.filed = 0  # how much of the index's ``filings`` it has seen
         self.relief = -1
-        self.found: dict[tuple[str, int], tuple[int, dict[frozenset, int]]] = {}
+        self.found: dict[tuple[str, int], list] = {}  # (type, size) -> [whole nodes, {needs: nodes}]
         # node -> ((type, size), None when wholly free, else the funded allocations to preempt)
         self.contributions: dict[str, tuple] = {}
         self.changed: set[str] = set()
 
 
-def _tally(found: dict, contribution: tuple, sign: int) -> None:
-    key, funded = contribution
-    whole, needs = found.get(key, (0, None))
-    if needs is None:
-        needs = {}
-    if funded is None:
-        whole += sign
-    else:
-        needs[funded] = needs.get(funded, 0) + sign
-    found[key] = (whole, needs)
+_WHOLE = object()  # a wholly free node's mark while counting
 
 
 class _Order:

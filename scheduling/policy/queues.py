@@ -200,14 +200,16 @@ class FairShareQueue:
         log = tree.user_log.get(allocation, ())
         state = self.user_heaps.get(allocation)
         if state is None:
-            heap = [(tree.user_key(allocation, name), name) for name in users]
+            usage = tree.user_usage  # (tree.user_key, inlined)
+            heap = [(usage.get((allocation, name), 0.0), name) for name in users]
             heapify(heap)
             state = self.user_heaps[allocation] = [heap, len(log)]
         elif state[1] < len(log):
             heap = state[0]
+            usage = tree.user_usage
             for name in log[state[1] :]:
                 if name in users:
-                    heappush(heap, (tree.user_key(allocation, name), name))
+                    heappush(heap, (usage.get((allocation, name), 0.0), name))
             state[1] = len(log)
         heap = state[0]
         usage = tree.user_usage
