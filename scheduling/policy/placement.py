@@ -140,7 +140,9 @@ class FreeIndex:
         return max(map(len, self.buckets.values()), default=1) - 1
 
     def free_gpus(self, gpu_type: str | None) -> int:
-        return sum(self.free_by_type[t] for t in self.types_for(gpu_type))
+        if gpu_type is None:
+            return sum(self.free_by_type.values())
+        return self.free_by_type.get(gpu_type, 0)
 
     def place(self, shape: Shape) -> Placement | None:
         """A placement for ``shape`` on free GPUs, or None; does not take it."""

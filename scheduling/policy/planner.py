@@ -440,6 +440,8 @@ class _Pass(Preempting, Explaining):
         return known
 
     def _limit_reached(self, workload: PendingWorkload) -> str | None:
+        if not self.used:  # no concurrency limits anywhere
+            return None
         for path in self.tree.ancestors.get(workload.allocation, ()):
             limit = self.tree.limit.get(path)
             if limit is not None and self.used[path] + workload.gpus > limit:

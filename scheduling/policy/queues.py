@@ -91,19 +91,26 @@ class FairShareQueue:
         # A user's queue stays the caller's list (never changed here) until the walk first takes
         # from it or a victim is requeued into it: then it becomes a deque of its own. A settling
         # walk that leaves most queues untried thus copies only the few it serves.
-        self.by_allocation: dict[
-            AllocationPath, dict[str, deque[PendingWorkload] | list[PendingWorkload]]
-        ] = {}
-        self.counts: dict[AllocationPath, int] = {}
+        by_allocation: dict[AllocationPath, dict[str, deque[PendingWorkload] | list[PendingWorkload]]] = {}
+        counts: dict[AllocationPath, int] = {}
         queued: dict[AllocationPath, int] = {}  # counted per allocation, not per (allocation, user)
         for (allocation, user), queue in groups.items():
-            users = self.by_allocation.get(allocation)
+            users = by_allocation.get(allocation)
             if users is None:
-                users = self.by_allocation[allocation] = {}
-            users[user] = queue
-            queued[allocation] = queued.get(allocation, 0) + len(queue)
-        for allocation, count in queued.items():
-            self._count(allocation, count)
+                by_allocation[allocation] = {user: queue}
+                queued[allocation] = len(queue)
+            else:
+                users[user] = queue
+                queued[allocation] += len(queue)
+        ancestors = tree.ancestors
+        total = 0
+        for allocation, count in queued.items():  # _count, inlined
+            for node in ancestors[allocation]:
+                counts[node] = counts.get(node, 0) + count
+            total += count
+        if queued:
+            counts[ROOT] = total
+        self.by_allocation, self.counts = by_allocation, counts
         self.current: tuple[AllocationPath, str, deque[PendingWorkload]] | None = None
         # allocation -> [heap of (usage, user), how much of tree.user_log[allocation] it has seen]
         self.user_heaps: dict[AllocationPath, list] = {}
