@@ -72,40 +72,59 @@ class ReleaseProfile:
     def _at(self, node: ClusterNodeSpec, count: int) -> float:
         """The earliest time ``node`` has ``count`` GPUs free."""
         if count == node.gpus:
-            whole = self.whole_at.get(node.name)
-            return self._whole(node) if whole is None else whole
+            return self._wholes((node,))[0]
         times = self.time_for.get(node.name)
         return (self._times(node) if times is None else times)[count]
 
-    def _whole(self, node: ClusterNodeSpec) -> float:
-        """``_times(node)[node.gpus]`` without the list: when the node's work holds exactly what
-        it lacks, that is the last release (clamped to now), whatever the order of the others."""
-        name, size, now = node.name, node.gpus, self.now
-        times = self.time_for.get(name)
-        if times is not None:
-            return times[size]
-        left, here = self.state[name]
-        if 0 <= left < size and here:
-            total, latest = left, -INFINITE
-            for workload in here:
-                end = self._release(workload)
-                for placed, gpus in workload.placement:
-                    if placed == name:
-                        if gpus <= 0:
-                            total = -1  # not the plain case: work it out in full
-                            break
-                        total += gpus
-                        if end > latest:
-                            latest = end
-                if total < 0:
-                    break
-            if total == size:
-                whole = self.whole_at[name] = latest if latest >= now else now
-                return whole
-            if 0 <= total < size:
-                whole = self.whole_at[name] = INFINITE
-                return whole
-        return self._times(node)[size]
+    def _wholes(self, nodes: Iterable[ClusterNodeSpec]) -> list[float]:
+        """``[_times(node)[node.gpus] for node in nodes]``, mostly without the lists: when a node's
+        work holds exactly what it lacks, that is its last release (clamped to now), whatever the
+        order of the others; when it holds less, never."""
+        now, preemptive = self.now, self.preemptive
+        whole_at, time_for, state = self.whole_at, self.time_for, self.state
+        found = []
+        for node in nodes:
+            name, size = node.name, node.gpus
+            whole = whole_at.get(name)
+            if whole is None:
+                times = time_for.get(name)
+                if times is not None:
+                    whole = times[size]
+                else:
+                    left, here = state[name]
+                    if 0 <= left < size and here:
+                        total, latest = left, -INFINITE
+                        for workload in here:
+                            end = workload.expected_end  # _release, inlined
+                            if end is None:
+                                end = INFINITE
+                            if preemptive:
+                                if not workload.funded:
+                                    end = now
+                                else:
+                                    protected = workload.protected_until
+                                    if now > protected:
+                                        protected = now
+                                    if protected < end:
+                                        end = protected
+                            for placed, gpus in workload.placement:
+                                if placed == name:
+                                    if gpus <= 0:
+                                        total = -1  # not the plain case: work it out in full
+                                        break
+                                    total += gpus
+                                    if end > latest:
+                                        latest = end
+                            if total < 0:
+                                break
+                        if total == size:
+                            whole = whole_at[name] = latest if latest >= now else now
+                        elif 0 <= total < size:
+                            whole = whole_at[name] = INFINITE
+                    if whole is None:
+                        whole = self._times(node)[size]
+            found.append(whole)
+        return found
 
     def _release(self, workload: RunningWorkload) -> float:
         end = workload.expected_end  # release_at, inlined
@@ -187,8 +206,14 @@ class ReleaseProfile:
 
     def _many_nodes(self, count: int, per_node: int, candidates: list) -> tuple[float, tuple[str, ...]]:
         domains: dict[str, list[tuple[float, str]]] = {}
+        wholes = iter(self._wholes(node for node in candidates if node.gpus == per_node))
         for node in candidates:
-            time = self._at(node, per_node) if node.gpus >= per_node else INFINITE
+            if node.gpus > per_node:
+                time = self._at(node, per_node)
+            elif node.gpus == per_node:  # the usual gang of whole nodes, worked out at once
+                time = next(wholes)
+            else:
+                continue  # (INFINITE)
             if time < INFINITE:
                 domains.setdefault(node.domain, []).append((time, node.name))
         options = []
