@@ -42,11 +42,11 @@ class FreeIndex:
         gives, with each bucket sorted once instead of kept sorted on every insert."""
         index = cls()
         buckets, whole, free_by_type = index.buckets, index.whole, index.free_by_type
-        for node in nodes:
-            name, kind, size = node.name, node.gpu_type, node.gpus
-            index.spec[name] = node
+        spec = index.spec = {node.name: node for node in nodes}
+        index.free = {name: free[name] for name in spec}
+        for name, node in spec.items():
+            kind, size = node.gpu_type, node.gpus
             left = free[name]
-            index.free[name] = left
             lists = buckets.get(kind)
             if lists is None:
                 lists = buckets[kind] = [[] for _ in range(size + 1)]

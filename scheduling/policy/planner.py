@@ -473,15 +473,18 @@ class _Pass(Preempting, Explaining):
         return runtime is not None and self.now + runtime <= start_at
 
     def _place(self, shape: Shape, backfill: bool) -> tuple[Placement, FreeIndex] | None:
-        for index, memo, allowed in (
-            (self.index, self.no_fit, True),
-            (self.reserved, self.no_fit_reserved, backfill),
-        ):
-            if allowed and shape not in memo:
-                placement = index.place(shape)
-                if placement is not None:
-                    return placement, index
-                memo.add(shape)
+        """On unreserved nodes, else on reserved ones if it may backfill them; a shape that did
+        not fit is not tried again until GPUs come free (``no_fit``, cleared by an eviction)."""
+        if shape not in self.no_fit:
+            placement = self.index.place(shape)
+            if placement is not None:
+                return placement, self.index
+            self.no_fit.add(shape)
+        if backfill and shape not in self.no_fit_reserved:
+            placement = self.reserved.place(shape)
+            if placement is not None:
+                return placement, self.reserved
+            self.no_fit_reserved.add(shape)
         return None
 
     def _start(self, workload: PendingWorkload, placement: Placement, index: FreeIndex) -> None:
