@@ -196,14 +196,15 @@ class _Pass(Preempting, Explaining):
         candidates: dict[tuple[str, bool], list[RunningWorkload]] = {}
         used: dict[str, int] = dict.fromkeys(self.tree.limit, 0)
         ancestors, now = self.tree.ancestors, self.now
+        on_node, left_on, victims_of = occupants.get, free.get, candidates.get
         for workload in self.snapshot.running:
             for name, gpus in workload.placement:
-                here = occupants.get(name)
+                here = on_node(name)
                 if here is None:
                     occupants[name] = [workload]
                 else:
                     here.append(workload)
-                left = free.get(name)
+                left = left_on(name)
                 if left is not None:
                     free[name] = left - gpus if left > gpus else 0
             if used:  # concurrency limits: GPUs in use per limited node
@@ -212,7 +213,7 @@ class _Pass(Preempting, Explaining):
                         used[path] += workload.gpus
             if workload.started_at < now:  # never preempt work at the instant it starts
                 key = (workload.allocation, workload.funded)
-                victims = candidates.get(key)
+                victims = victims_of(key)
                 if victims is None:
                     candidates[key] = [workload]
                 else:
