@@ -32,6 +32,7 @@ class FreeIndex:
         self.buckets: dict[str, list[list[str]]] = {}  # gpu type -> [free count] -> sorted names
         self.whole: dict[tuple[str, int, str], list[str]] = {}  # (type, size, domain) -> names
         self.free_by_type: dict[str, int] = {}
+        self.filings: list[str] = []  # nodes added or removed since it was made, in order
         for node in nodes:
             self.add_node(node, node.gpus)
 
@@ -41,11 +42,11 @@ class FreeIndex:
         gives, with each bucket sorted once instead of kept sorted on every insert."""
         index = cls()
         buckets, whole, free_by_type = index.buckets, index.whole, index.free_by_type
-        for node in nodes:
-            name, kind, size = node.name, node.gpu_type, node.gpus
-            index.spec[name] = node
+        spec = index.spec = {node.name: node for node in nodes}
+        index.free = {name: free[name] for name in spec}
+        for name, node in spec.items():
+            kind, size = node.gpu_type, node.gpus
             left = free[name]
-            index.free[name] = left
             lists = buckets.get(kind)
             if lists is None:
                 lists = buckets[kind] = [[] for _ in range(size + 1)]
@@ -76,6 +77,7 @@ class FreeIndex:
 
     # -- maintenance -------------------------------------------------------------------------
     def add_node(self, node: ClusterNodeSpec, free: int) -> None:
+        self.filings.append(node.name)
         self.spec[node.name] = node
         self.free[node.name] = 0
         if node.gpu_type not in self.buckets:
@@ -88,6 +90,7 @@ class FreeIndex:
         self._set(node.name, free)
 
     def remove_node(self, name: str) -> int:
+        self.filings.append(name)
         free = self.free[name]
         self._set(name, 0)
         del self.free[name]
@@ -131,10 +134,15 @@ class FreeIndex:
 
     def largest(self, gpu_type: str | None) -> int:
         """The most GPUs any one node of this type (any type for None) has."""
-        return max((len(self.buckets[kind]) - 1 for kind in self.types_for(gpu_type)), default=0)
+        if gpu_type is not None:
+            buckets = self.buckets.get(gpu_type)
+            return 0 if buckets is None else len(buckets) - 1
+        return max(map(len, self.buckets.values()), default=1) - 1
 
     def free_gpus(self, gpu_type: str | None) -> int:
-        return sum(self.free_by_type[t] for t in self.types_for(gpu_type))
+        if gpu_type is None:
+            return sum(self.free_by_type.values())
+        return self.free_by_type.get(gpu_type, 0)
 
     def place(self, shape: Shape) -> Placement | None:
         """A placement for ``shape`` on free GPUs, or None; does not take it."""

@@ -197,14 +197,15 @@ class _Pass(Preempting, Explaining):
         candidates: dict[tuple[str, bool], list[RunningWorkload]] = {}
         used: dict[str, int] = dict.fromkeys(self.tree.limit, 0)
         ancestors, now = self.tree.ancestors, self.now
+        on_node, left_on, victims_of = occupants.get, free.get, candidates.get
         for workload in self.snapshot.running:
             for name, gpus in workload.placement:
-                here = occupants.get(name)
+                here = on_node(name)
                 if here is None:
                     occupants[name] = [workload]
                 else:
                     here.append(workload)
-                left = free.get(name)
+                left = left_on(name)
                 if left is not None:
                     free[name] = left - gpus if left > gpus else 0
             if used:  # concurrency limits: GPUs in use per limited node
@@ -213,16 +214,22 @@ class _Pass(Preempting, Explaining):
                         used[path] += workload.gpus
             if workload.started_at < now:  # never preempt work at the instant it starts
                 key = (workload.allocation, workload.funded)
-                victims = candidates.get(key)
+                victims = victims_of(key)
                 if victims is None:
                     candidates[key] = [workload]
                 else:
                     victims.append(workload)
         self.occupants, self.candidates, self.used = occupants, candidates, used
         self.unshielded: dict[str, list[RunningWorkload]] = {}  # see Preempting._unshielded
+        self.clearable: dict[int, object] = {}  # see Preempting._clearable
+        self.node_needs: dict[str, frozenset | None] | None = None  # see Preempting._node_needs
         self.index = FreeIndex.filed(healthy, free)  # each node filed once, at what is left free
+
+        def work_lost(workload: RunningWorkload) -> tuple[float, int]:  # _work_lost, inlined
+            return (0.0 if workload.resumable else workload.gpus * (now - workload.started_at), workload.id)
+
         for running in candidates.values():
-            running.sort(key=self._work_lost)
+            running.sort(key=work_lost)
         self.start_index = self.index.copy()  # what was free before this pass took anything
 
     def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:
@@ -294,19 +301,37 @@ class _Pass(Preempting, Explaining):
         now = self.now
         explained = self.explain is not False
         unchanged = len(self.starts)  # a preemption comes with a start
+        start_at = self._reservation_start()  # changes only with the reservation, so with relief
         for queue in queues:
             misses, checked = 0, -1
             while (head := queue.head()) is not None:
                 items, taken, started = head[2], 0, False
                 pop = items.popleft
-                start_at = self._reservation_start()
                 record = explained and not (settles and len(self.starts) != unchanged)
                 while items:
-                    if not record:  # hits change nothing: only count them, up to the next miss
+                    if record:
+                        workload = pop()
+                        taken += 1
+                        runtime = workload.max_runtime_s
+                        signature = (
+                            workload.gpus,
+                            workload.gpus_per_node,
+                            workload.gpu_type,
+                            workload.allocation,
+                            workload.priority,
+                            # may it backfill reserved nodes? (_may_backfill, inlined; finer is harmless)
+                            workload.min_runtime_s <= 0
+                            or (runtime is not None and now + runtime <= start_at),
+                        )
+                        key = known(signature)
+                        if key is not None:
+                            append((workload, key))
+                            continue
+                    else:  # hits change nothing: only count them, up to the next miss
                         hits = 0
                         for workload in items:
                             runtime = workload.max_runtime_s
-                            signature = (
+                            signature = (  # as above
                                 workload.gpus,
                                 workload.gpus_per_node,
                                 workload.gpu_type,
@@ -318,29 +343,14 @@ class _Pass(Preempting, Explaining):
                             if known(signature) is None:
                                 break
                             hits += 1
-                        if hits:
+                        else:  # every one a hit
                             taken += hits
-                            if hits == len(items):
-                                items.clear()
-                                break
+                            items.clear()
+                            break
+                        if hits:
                             _drain(map(call, repeat(pop, hits)))
-                    workload = pop()
-                    taken += 1
-                    runtime = workload.max_runtime_s
-                    signature = (
-                        workload.gpus,
-                        workload.gpus_per_node,
-                        workload.gpu_type,
-                        workload.allocation,
-                        workload.priority,
-                        # may it backfill reserved nodes? (_may_backfill, inlined; finer is harmless)
-                        workload.min_runtime_s <= 0 or (runtime is not None and now + runtime <= start_at),
-                    )
-                    key = known(signature)
-                    if key is not None:
-                        if record:
-                            append((workload, key))
-                        continue
+                        pop()  # the miss: ``workload``, with its ``signature``
+                        taken += hits + 1
                     started = self._consider(workload)
                     if self.relief != relief:
                         failed.clear()
@@ -432,6 +442,8 @@ class _Pass(Preempting, Explaining):
         return known
 
     def _limit_reached(self, workload: PendingWorkload) -> str | None:
+        if not self.used:  # no concurrency limits anywhere
+            return None
         for path in self.tree.ancestors.get(workload.allocation, ()):
             limit = self.tree.limit.get(path)
             if limit is not None and self.used[path] + workload.gpus > limit:
@@ -463,15 +475,18 @@ class _Pass(Preempting, Explaining):
         return runtime is not None and self.now + runtime <= start_at
 
     def _place(self, shape: Shape, backfill: bool) -> tuple[Placement, FreeIndex] | None:
-        for index, memo, allowed in (
-            (self.index, self.no_fit, True),
-            (self.reserved, self.no_fit_reserved, backfill),
-        ):
-            if allowed and shape not in memo:
-                placement = index.place(shape)
-                if placement is not None:
-                    return placement, index
-                memo.add(shape)
+        """On unreserved nodes, else on reserved ones if it may backfill them; a shape that did
+        not fit is not tried again until GPUs come free (``no_fit``, cleared by an eviction)."""
+        if shape not in self.no_fit:
+            placement = self.index.place(shape)
+            if placement is not None:
+                return placement, self.index
+            self.no_fit.add(shape)
+        if backfill and shape not in self.no_fit_reserved:
+            placement = self.reserved.place(shape)
+            if placement is not None:
+                return placement, self.reserved
+            self.no_fit_reserved.add(shape)
         return None
 
     def _start(self, workload: PendingWorkload, placement: Placement, index: FreeIndex) -> None:
@@ -505,9 +520,14 @@ class _Pass(Preempting, Explaining):
             self.tree.charge(workload.allocation, workload.user, workload.gpus * self.charge_s)
 
     def _occupy_new(self, workload: RunningWorkload) -> None:
+        needs = self.node_needs
         for name, _ in workload.placement:
             self.occupants.setdefault(name, []).append(workload)
             self.touched.add(name)
+            if needs is not None:
+                needs[name] = None  # work started now is never preempted in this pass
+        if self.clearable:
+            self._recount([name for name, _ in workload.placement])
         for path in self.tree.ancestors.get(workload.allocation, ()):
             if path in self.used:
                 self.used[path] += workload.gpus

@@ -27,8 +27,13 @@ class Preempting:
         if memo_key in self.no_preempt:
             return False, self.no_preempt[memo_key]
         indexes = (self.index, self.reserved) if backfill and self.reserved.spec else (self.index,)
+        order = self._victim_order(workload, False)  # (when the original decided it: see there)
         for index in indexes:
-            pool = self._victim_pool(workload, index, include_protected=False)
+            pool = order.pools.get(id(index))
+            if pool is None:  # a pool already made rejects as cheaply as the bound
+                if self._surely_hopeless(order, shape, index):
+                    continue
+                pool = self._victim_pool(workload, index, include_protected=False)
             choice = None if pool.hopeless(shape, index) else choose_victims(shape, index, pool)
             if choice is not None:
                 placement, victims = choice
@@ -58,37 +63,173 @@ class Preempting:
     ) -> VictimPool:
         """Who ``workload`` may preempt now on ``index``'s nodes, in preemption order, cached until
         anything changes."""
+        order = self._victim_order(workload, include_protected)
+        pool = order.pools.get(id(index))
+        if pool is None:
+            if order.victims is None:
+                order.victims = self._ordered_victims(order, include_protected)
+            pool = order.pools[id(index)] = VictimPool(order.victims, index, self.occupants)
+        return pool
+
+    def _victim_order(self, workload: PendingWorkload, include_protected: bool) -> _Order:
+        """Whose work ``workload`` may preempt, decided now (the tree is charged and refunded
+        here, once per standing, as before any pool is built); the order itself is only listed
+        when a pool needs it (most attempts are rejected from ``allowed`` alone)."""
         own = (workload.allocation, True) in self.candidates and self.candidates[(workload.allocation, True)]
-        key = (
-            workload.allocation,
-            workload.user if own else None,
-            workload.priority,
-            include_protected,
-            id(index),
-        )
+        key = (workload.allocation, workload.user if own else None, workload.priority, include_protected)
         cached = self.pools.get(key)
         if cached is not None and cached[0] == self.generation:
             return cached[1]
-        order_key = key[:-1]  # the order is the same on every index: compute it once
-        order = self.pools.get(order_key)
-        if order is None or order[0] != self.generation:
-            order = self.pools[order_key] = (
-                self.generation,
-                self._ordered_victims(workload, include_protected),
-            )
-        pool = VictimPool(order[1], index, self.occupants)
-        self.pools[key] = (self.generation, pool)
-        return pool
-
-    def _ordered_victims(self, workload: PendingWorkload, include_protected: bool) -> list[RunningWorkload]:
-        """Who ``workload`` may preempt now, in preemption order (see preemption.py)."""
         allowed = self._allowed_allocations(workload)
+        order = _Order(allowed, dict(self.tree.subtree_usage) if self.fairshare else None)
+        self.pools[key] = (self.generation, order)
+        return order
+
+    def _surely_hopeless(self, order: _Order, shape: Shape, index: FreeIndex) -> bool:
+        """A cheap and sound verdict for a multi-node gang (most failed attempts): even if every
+        unprotected workload of every allocation it may preempt were a victim, too few whole nodes
+        could be cleared, so ``VictimPool.hopeless`` would say so too. False: look closer."""
+        if not self.fairshare:
+            return False
+        gpus, per_node, gpu_type = shape
+        largest = index.largest(gpu_type)
+        if per_node is not None and per_node < gpus and per_node != largest:
+            return False  # a spread: the search decides
+        if (per_node is None or per_node >= gpus) and largest >= gpus:
+            return False  # one node: the pool decides
+        reach = order.reach
+        if reach is None:
+            reach = order.reach = frozenset(order.allowed)
+        counted = order.clearable  # an order lives one standing, so one relief: counts keep
+        for (kind, size), (whole, needs) in self._clearable(index).items():
+            if gpu_type in (None, kind) and size and gpus % size == 0 and per_node in (None, size):
+                if whole * size >= gpus:
+                    return False
+                count = counted.get((id(index), kind, size))
+                if count is None:
+                    count = whole
+                    for allocations, nodes in needs.items():
+                        if allocations <= reach:
+                            count += nodes
+                    counted[(id(index), kind, size)] = count
+                if count * size >= gpus:
+                    return False
+        return True
+
+    def _clearable(self, index: FreeIndex) -> dict[tuple[str, int], list]:
+        """(GPU type, node size) -> [wholly free nodes, {funded allocations whose unprotected work
+        fills a node (nothing else on it may be preempted but unfunded work): such nodes}] on
+        ``index``. A node with protected work, or work started at ``now``, is left out.
+
+        Kept while ``relief`` holds: a start only takes GPUs (and its work cannot be preempted in
+        this pass), so after starts the counts are still upper bounds, which is all a bound needs.
+        Then only the nodes whose occupants changed (``_recount``) or that joined or left the
+        index (``index.filings``, a reservation) are counted again."""
+        state = self.clearable.get(id(index))  # reset per pass by _index
+        if state is not None and state.relief == self.relief:
+            return state.found
+        filings = index.filings
+        if state is None:
+            state = self.clearable[id(index)] = _Clearable()
+            changed = index.free
+        else:
+            changed, state.changed = state.changed, set()
+            changed.update(filings[state.filed :])
+        state.filed = len(filings)
+        state.relief = self.relief
+        needs, free, spec, contributions = self._node_needs(), index.free, index.spec, state.contributions
+        found = state.found
+        for name in changed:
+            was = contributions.get(name)
+            if was is not None:
+                counts = found[was[0]]
+                if was[1] is None:
+                    counts[0] -= 1
+                else:
+                    counts[1][was[1]] -= 1
+            node = spec.get(name)
+            if node is None:
+                contributions.pop(name, None)
+                continue
+            left, size = free[name], node.gpus
+            # filed as wholly free when all of it is (a node of no GPUs is not)
+            funded = (_WHOLE if left == size and left else None) if left >= size else needs.get(name)
+            if funded is None:
+                contributions.pop(name, None)
+                continue
+            key = (node.gpu_type, size)
+            counts = found.get(key)
+            if counts is None:
+                counts = found[key] = [0, {}]
+            if funded is _WHOLE:
+                contributions[name] = (key, None)
+                counts[0] += 1
+            else:
+                contributions[name] = (key, funded)
+                counts[1][funded] = counts[1].get(funded, 0) + 1
+        return found
+
+    def _recount(self, names: list[str]) -> None:
+        """Nodes whose occupants (and free GPUs) changed: count them again at the next relief."""
+        for state in self.clearable.values():
+            state.changed.update(names)
+
+    def _node_needs(self) -> dict[str, frozenset | None]:
+        """Occupied node -> the funded allocations whose work on it must all be preemptible to
+        clear it (unfunded work always is), or None when it holds work that cannot be (protected,
+        or started at ``now``). Made once per pass, then kept by ``_occupy_new`` and ``_evict``."""
+        needs = self.node_needs
+        if needs is None:
+            needs = self.node_needs = {}
+            now, shielding, alone, nothing = self.now, self.config.contract, {}, frozenset()
+            for name, here in self.occupants.items():
+                if len(here) != 1:
+                    if here:
+                        needs[name] = self._node_need(here)
+                    continue
+                occupant = here[0]  # the usual case, _node_need inlined
+                if not occupant.started_at < now:
+                    needs[name] = None
+                elif not occupant.funded:
+                    needs[name] = nothing
+                elif shielding and occupant.protected_until > now:
+                    needs[name] = None
+                else:
+                    allocation = occupant.allocation
+                    need = alone.get(allocation)
+                    if need is None:
+                        need = alone[allocation] = frozenset((allocation,))
+                    needs[name] = need
+        return needs
+
+    def _node_need(self, here: list[RunningWorkload]) -> frozenset | None:
+        now, shielding = self.now, self.config.contract
+        funded = set()
+        for occupant in here:
+            if not occupant.started_at < now:
+                return None
+            if occupant.funded:
+                if shielding and occupant.protected_until > now:
+                    return None
+                funded.add(occupant.allocation)
+        return frozenset(funded)
+
+    def _ordered_victims(self, order: _Order, include_protected: bool) -> list[RunningWorkload]:
+        """Who may be preempted, in preemption order (see preemption.py), by the standing
+        ``order`` was decided in."""
+        allowed = order.allowed
         groups, ratios, sums = [], {}, {}
         for (allocation, funded), running in self.candidates.items():
             verdict = allowed.get(allocation) if funded or not self.fairshare else True
             if running and verdict is not None:
                 groups.append(
-                    (self._tier(allocation, funded, ratios, sums), allocation, funded, verdict, running)
+                    (
+                        self._tier(allocation, funded, ratios, sums, order.usage),
+                        allocation,
+                        funded,
+                        verdict,
+                        running,
+                    )
                 )
         groups.sort(key=lambda group: group[:3])
         shielding = self.config.contract and not include_protected
@@ -110,14 +251,21 @@ class Preempting:
             kept = self.unshielded[allocation] = [v for v in running if not v.protected_until > now]
         return kept
 
-    def _tier(self, allocation: str, funded: bool, ratios: dict[str, float], sums: dict[str, float]) -> tuple:
+    def _tier(
+        self,
+        allocation: str,
+        funded: bool,
+        ratios: dict[str, float],
+        sums: dict[str, float],
+        usage: dict[str, float] | None = None,
+    ) -> tuple:
         """Unfunded first, then the most over-served allocation (largest global usage/budget ratio).
         ``ratios`` memoizes the global ratio per allocation and ``sums`` each sibling set's usage
-        (see ``FairTree.level_ratio``) while the standing does not change."""
+        (see ``FairTree.level_ratio``) while the standing does not change; ``usage``: that standing."""
         if not self.fairshare:
             return ()
         if allocation not in ratios:
-            ratios[allocation] = self._global_ratio(allocation, sums)
+            ratios[allocation] = self._global_ratio(allocation, sums, usage)
         return (funded, -ratios[allocation])
 
     def _allowed_allocations(self, workload: PendingWorkload) -> dict:
@@ -126,32 +274,39 @@ class Preempting:
         if not self.fairshare:
             test = lambda victim: victim.priority < workload.priority  # noqa: E731
             return {allocation: test for allocation, _ in self.candidates}
-        tree, charge = self.tree, workload.gpus * self.charge_s
-        tree.charge(workload.allocation, workload.user, charge)
-        try:
-            allowed: dict = {
-                allocation: True
-                for allocation, funded in self.candidates
-                if funded
-                and allocation != workload.allocation
-                and tree.ranks_at_or_below(allocation, workload.allocation)
-            }
-            mine = tree.user_key(workload.allocation, workload.user)
-            peers = {
-                victim.user
-                for victim in self.candidates.get((workload.allocation, True), ())
-                if victim.user != workload.user and tree.user_key(workload.allocation, victim.user) >= mine
-            }
-        finally:
-            tree.charge(workload.allocation, workload.user, -charge)
+        # As if charged: the tree is not changed for the comparisons, then left exactly as
+        # charging and refunding it would leave it (the float residue shapes later near-ties).
+        tree, charge, preemptor, user = (
+            self.tree,
+            workload.gpus * self.charge_s,
+            workload.allocation,
+            workload.user,
+        )
+        charged = tree.charged_usage(preemptor, charge)
+        ranks_at_or_below = tree.ranks_at_or_below
+        allowed: dict = {
+            allocation: True
+            for allocation, funded in self.candidates
+            if funded and allocation != preemptor and ranks_at_or_below(allocation, preemptor, charged)
+        }
+        usage = tree.user_usage
+        mine = usage.get((preemptor, user), 0.0) + charge
+        peers = {
+            victim.user
+            for victim in self.candidates.get((preemptor, True), ())
+            if victim.user != user and usage.get((preemptor, victim.user), 0.0) >= mine
+        }
+        tree.charge_and_refund(preemptor, user, charge)
         if peers:
             allowed[workload.allocation] = lambda victim: victim.user in peers
         return allowed
 
-    def _global_ratio(self, allocation: str, sums: dict[str, float] | None = None) -> float:
+    def _global_ratio(
+        self, allocation: str, sums: dict[str, float] | None = None, usage: dict[str, float] | None = None
+    ) -> float:
         ratio = 1.0
         for path in self.tree.ancestors.get(allocation, ()):
-            ratio *= self.tree.level_ratio(path, sums)
+            ratio *= self.tree.level_ratio(path, sums, usage)
         return ratio
 
     def _evict(self, victim: RunningWorkload, preemptor: PendingWorkload) -> None:
@@ -161,9 +316,17 @@ class Preempting:
         self.preemptions.append(Preemption(victim.id, victim.resumable, preemptor.id, why))
         self.index.give(victim.placement)
         self.reserved.give(victim.placement)
+        self._recount([name for name, _ in victim.placement])
+        needs = self.node_needs
         for name, _ in victim.placement:
-            self.occupants[name].remove(victim)
+            here = self.occupants[name]
+            here.remove(victim)
             self.touched.add(name)
+            if needs is not None:
+                if here:
+                    needs[name] = self._node_need(here)
+                else:
+                    needs.pop(name, None)
         self.candidates[(victim.allocation, victim.funded)].remove(victim)
         if victim.funded:
             self.unshielded.pop(victim.allocation, None)
@@ -191,3 +354,36 @@ class Preempting:
             self.queues[1].requeue(workload)
         else:
             self.queues[0].requeue(workload)
+
+
+class _Clearable:
+    """``Preempting._clearable``'s counts for one index, and what each node adds to them."""
+
+    __slots__ = ("changed", "contributions", "filed", "found", "relief")
+
+    def __init__(self) -> None:
+        self.filed = 0  # how much of the index's ``filings`` it has seen
+        self.relief = -1
+        self.found: dict[tuple[str, int], list] = {}  # (type, size) -> [whole nodes, {needs: nodes}]
+        # node -> ((type, size), None when wholly free, else the funded allocations to preempt)
+        self.contributions: dict[str, tuple] = {}
+        self.changed: set[str] = set()
+
+
+_WHOLE = object()  # a wholly free node's mark while counting
+
+
+class _Order:
+    """Whose work a preemptor may preempt, as decided in one standing: ``allowed`` (see
+    ``_allowed_allocations``), the subtree usage of that standing (so a later listing ranks the
+    victims exactly as listing them at once would), and the listing and pools once made."""
+
+    __slots__ = ("allowed", "clearable", "pools", "reach", "usage", "victims")
+
+    def __init__(self, allowed: dict, usage: dict[str, float] | None) -> None:
+        self.allowed = allowed
+        self.usage = usage
+        self.reach: frozenset | None = None  # the funded allocations it may take from at all
+        self.victims: list[RunningWorkload] | None = None
+        self.pools: dict[int, VictimPool] = {}  # id(index) -> its pool: an order lives one standing
+        self.clearable: dict[tuple, int] = {}  # (id(index), type, size) -> nodes it could clear

@@ -91,22 +91,32 @@ class FairShareQueue:
         # A user's queue stays the caller's list (never changed here) until the walk first takes
         # from it or a victim is requeued into it: then it becomes a deque of its own. A settling
         # walk that leaves most queues untried thus copies only the few it serves.
-        self.by_allocation: dict[
-            AllocationPath, dict[str, deque[PendingWorkload] | list[PendingWorkload]]
-        ] = {}
-        self.counts: dict[AllocationPath, int] = {}
+        by_allocation: dict[AllocationPath, dict[str, deque[PendingWorkload] | list[PendingWorkload]]] = {}
+        counts: dict[AllocationPath, int] = {}
         queued: dict[AllocationPath, int] = {}  # counted per allocation, not per (allocation, user)
         for (allocation, user), queue in groups.items():
-            users = self.by_allocation.get(allocation)
+            users = by_allocation.get(allocation)
             if users is None:
-                users = self.by_allocation[allocation] = {}
-            users[user] = queue
-            queued[allocation] = queued.get(allocation, 0) + len(queue)
-        for allocation, count in queued.items():
-            self._count(allocation, count)
+                by_allocation[allocation] = {user: queue}
+                queued[allocation] = len(queue)
+            else:
+                users[user] = queue
+                queued[allocation] += len(queue)
+        ancestors = tree.ancestors
+        total = 0
+        for allocation, count in queued.items():  # _count, inlined
+            for node in ancestors[allocation]:
+                counts[node] = counts.get(node, 0) + count
+            total += count
+        if queued:
+            counts[ROOT] = total
+        self.by_allocation, self.counts = by_allocation, counts
         self.current: tuple[AllocationPath, str, deque[PendingWorkload]] | None = None
         # allocation -> [heap of (usage, user), how much of tree.user_log[allocation] it has seen]
         self.user_heaps: dict[AllocationPath, list] = {}
+        # The last descent, root first, and the tree's usage version it was made in (see _select).
+        self.path: list[AllocationPath] = []
+        self.seen = -1
 
     def _count(self, allocation: AllocationPath, amount: int) -> None:
         for node in self.tree.ancestors[allocation]:
@@ -116,13 +126,17 @@ class FairShareQueue:
     def head(self) -> tuple[AllocationPath, str, deque[PendingWorkload]] | None:
         """The (allocation, user, queue) to serve next; the caller pops from the queue, then
         reports how many it took with ``consumed``."""
-        if self.current is None:
-            self.current = self._select()
-        return self.current
+        current = self.current
+        if current is None:
+            current = self.current = self._select()
+        return current
 
     def consumed(self, count: int) -> None:
         allocation, user, queue = self.current
-        self._count(allocation, -count)
+        counts = self.counts  # _count(allocation, -count), inlined: each node counted it before
+        for node in self.tree.ancestors[allocation]:
+            counts[node] -= count
+        counts[ROOT] -= count
         if not queue:
             del self.by_allocation[allocation][user]
             self.current = None
@@ -144,14 +158,29 @@ class FairShareQueue:
             queue = users[workload.user] = deque(queue)
         _insert_in_order(queue, workload, submit_key)
         self._count(workload.allocation, 1)
+        self.path.clear()  # a subtree passed over for being empty may be the best one now
         state = self.user_heaps.get(workload.allocation)
         if state is not None:
             heappush(state[0], (self.tree.user_key(workload.allocation, workload.user), workload.user))
 
     def _select(self) -> tuple[AllocationPath, str, deque[PendingWorkload]] | None:
-        if not self.counts.get(ROOT):
+        """Descend from the root to the best allocation with queued work.
+
+        While no usage changed since the last descent and nothing was requeued, only counts fell:
+        every child the last descent chose is still the best of its (fewer) eligible siblings,
+        and the nodes it passed had no queue of their own. So the descent resumes from the
+        deepest node on that path that still has work queued, with the same result."""
+        counts = self.counts
+        if not counts.get(ROOT):
             return None
-        node = ROOT
+        tree, path = self.tree, self.path
+        if path and self.seen == tree.version:
+            while not counts.get(path[-1]):
+                path.pop()  # the root stays: it has work queued
+        else:
+            path[:] = (ROOT,)
+            self.seen = tree.version
+        node = path[-1]
         while True:
             users = self.by_allocation.get(node)
             if users:
@@ -160,27 +189,34 @@ class FairShareQueue:
                 if type(queue) is not deque:  # the walk takes from it: a copy of its own
                     queue = users[user] = deque(queue)
                 return node, user, queue
-            child = self.tree.best_child(node, self.counts)
+            child = tree.best_child(node, counts)
             if child is None:
+                path.clear()
                 return None
+            path.append(child)
             node = child
 
     def _least_used(self, allocation: AllocationPath, users: dict[str, deque[PendingWorkload]]) -> str:
         """The user with the least usage (ties by name), as ``min`` over ``(usage, name)`` would
         pick, from a heap kept per allocation: an entry is pushed whenever a user's usage changes
         (the tree logs every charge) or a user joins, and entries that no longer hold are dropped."""
+        if len(users) == 1:  # the least used of one: no heap needed (one made later reads the log)
+            for name in users:
+                return name
         tree = self.tree
         log = tree.user_log.get(allocation, ())
         state = self.user_heaps.get(allocation)
         if state is None:
-            heap = [(tree.user_key(allocation, name), name) for name in users]
+            usage = tree.user_usage  # (tree.user_key, inlined)
+            heap = [(usage.get((allocation, name), 0.0), name) for name in users]
             heapify(heap)
             state = self.user_heaps[allocation] = [heap, len(log)]
         elif state[1] < len(log):
             heap = state[0]
+            usage = tree.user_usage
             for name in log[state[1] :]:
                 if name in users:
-                    heappush(heap, (tree.user_key(allocation, name), name))
+                    heappush(heap, (usage.get((allocation, name), 0.0), name))
             state[1] = len(log)
         heap = state[0]
         usage = tree.user_usage

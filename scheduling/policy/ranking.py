@@ -55,16 +55,20 @@ class FairTree:
         self.user_usage: dict[tuple[AllocationPath, str], float] = dict(user_usage)
         # path -> the users whose usage a charge changed, in order (queues follow it: queues.py)
         self.user_log: dict[AllocationPath, list[str]] = {}
+        self.version = 0  # bumped by every change of usage (queues.py keeps a descent while it holds)
         for path, amount in usage.items():
             self.charge(path, None, amount)
         self.funded: frozenset[AllocationPath] = shape.funded
         self.ancestors: dict[AllocationPath, tuple[AllocationPath, ...]] = shape.ancestors
         self.funded_sorted: list[AllocationPath] = shape.funded_sorted
+        # (victim, preemptor) -> where their paths part (see ranks_at_or_below), kept with the shape
+        self.parting: dict[tuple[AllocationPath, AllocationPath], tuple[AllocationPath, ...]] = shape.parting
         self.base_ratio = self.fair_share_ratios()
 
     # -- usage ---------------------------------------------------------------------------------
     def charge(self, path: AllocationPath, user: str | None, amount: float) -> None:
         """Add ``amount`` GPU-seconds to ``path``, its ancestors and (when given) its user."""
+        self.version += 1
         node = path if path in self.budget else ROOT
         while True:
             self.subtree_usage[node] = self.subtree_usage.get(node, 0.0) + amount
@@ -80,23 +84,57 @@ class FairTree:
             else:
                 log.append(user)
 
+    def charged_usage(self, path: AllocationPath, amount: float) -> dict[AllocationPath, float]:
+        """node -> the usage ``charge(path, _, amount)`` would give it, for ``path``'s chain (the
+        same additions ``charge`` makes, without making them)."""
+        subtree, parent = self.subtree_usage, self.parent
+        charged = {}
+        node = path if path in self.budget else ROOT
+        while True:
+            charged[node] = subtree.get(node, 0.0) + amount
+            if node == ROOT:
+                return charged
+            node = parent.get(node, ROOT)
+
+    def charge_and_refund(self, path: AllocationPath, user: str | None, amount: float) -> None:
+        """What ``charge(path, user, amount)`` then ``charge(path, user, -amount)`` leave behind:
+        ``(x + amount) - amount`` is not always ``x`` in floats, and later near-ties see that."""
+        self.version += 1
+        subtree, parent = self.subtree_usage, self.parent
+        node = path if path in self.budget else ROOT
+        while True:
+            subtree[node] = (subtree.get(node, 0.0) + amount) + -amount
+            if node == ROOT:
+                break
+            node = parent.get(node, ROOT)
+        if user is not None:
+            key = (path, user)
+            self.user_usage[key] = (self.user_usage.get(key, 0.0) + amount) + -amount
+            log = self.user_log.get(path)
+            if log is None:
+                self.user_log[path] = [user, user]
+            else:
+                log += (user, user)
+
     def charge_running(
         self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
     ) -> None:
-        # ``charge`` inlined (a pass charges every running workload): the same additions, in order
-        subtree, parent, budget = self.subtree_usage, self.parent, self.budget
+        # ``charge`` inlined (a pass charges every running workload): the same additions, in order,
+        # along each path's ancestors (every one of them a key of ``subtree``), then the root
+        self.version += 1
+        subtree, chains = self.subtree_usage, self.ancestors
         user_usage, user_log = self.user_usage, self.user_log
         for workload in running:
-            owed = workload.gpus * max(0.0, projected_charge_s - (now - workload.started_at))
+            left = projected_charge_s - (now - workload.started_at)
+            if not left > 0.0:  # max(0.0, left) == 0.0: owes nothing
+                continue
+            owed = workload.gpus * left
             if not owed:
                 continue
             path, user = workload.allocation, workload.user
-            node = path if path in budget else ROOT
-            while True:
-                subtree[node] = subtree.get(node, 0.0) + owed
-                if node == ROOT:
-                    break
-                node = parent.get(node, ROOT)
+            for node in chains.get(path, ()):  # a path the tree lacks is charged to the root only
+                subtree[node] += owed
+            subtree[ROOT] += owed
             if user is None:
                 continue
             key = (path, user)
@@ -117,18 +155,23 @@ class FairTree:
         return (budget / used if used > 0 else INFINITE, budget)
 
     def level_ratio(
-        self, path: AllocationPath, sibling_usage: dict[AllocationPath, float] | None = None
+        self,
+        path: AllocationPath,
+        sibling_usage: dict[AllocationPath, float] | None = None,
+        usage: Mapping[AllocationPath, float] | None = None,
     ) -> float:
         """Fair-share ratio U / S among siblings (0 when nothing was used; inf when unfunded but used).
-        ``sibling_usage``: parent -> its children's summed usage, filled as met (for many paths at once)."""
+        ``sibling_usage``: parent -> its children's summed usage, filled as met (for many paths at once).
+        ``usage``: the subtree usage to read (default: the tree's own, as it is now)."""
+        subtree = self.subtree_usage if usage is None else usage
         parent = self.parent.get(path, ROOT)
         total_budget = self.sibling_budget[parent]
         total_usage = sibling_usage.get(parent) if sibling_usage is not None else None
         if total_usage is None:
-            total_usage = sum(self.subtree_usage[s] for s in self.children[parent])
+            total_usage = sum(subtree[s] for s in self.children[parent])
             if sibling_usage is not None:
                 sibling_usage[parent] = total_usage
-        used = self.subtree_usage[path] / total_usage if total_usage > 0 else 0.0
+        used = subtree[path] / total_usage if total_usage > 0 else 0.0
         share = self.budget[path] / total_budget if total_budget > 0 else 0.0
         if share == 0:
             return INFINITE if used > 0 else 0.0
@@ -171,18 +214,46 @@ class FairTree:
         for child in children:
             self._walk(child, wanted, counts, order)
 
-    def ranks_at_or_below(self, victim: AllocationPath, preemptor: AllocationPath) -> bool:
+    def ranks_at_or_below(
+        self,
+        victim: AllocationPath,
+        preemptor: AllocationPath,
+        charged: Mapping[AllocationPath, float] | None = None,
+    ) -> bool:
         """True when ``victim``'s allocation ranks at or below ``preemptor``'s, compared at the
-        level where their paths part (the children of their closest common ancestor)."""
+        level where their paths part (the children of their closest common ancestor).
+        ``charged``: usage that overrides the tree's for the preemptor's chain (``charged_usage``);
+        the victim's side never lies on that chain, so only the preemptor's key reads it."""
+        parting = self.parting.get((victim, preemptor))
+        if parting is None:
+            parting = self.parting[(victim, preemptor)] = self._parting(victim, preemptor)
+        if not parting:
+            return True  # one is the other's ancestor or the same: the user level decides
+        victim_node, preemptor_node = parting
+        budget = self.budget[victim_node]
+        if budget <= 0:
+            victim_key = (0.0, 0.0)
+        else:
+            used = self.subtree_usage[victim_node]
+            victim_key = (budget / used if used > 0 else INFINITE, budget)
+        budget = self.budget[preemptor_node]
+        if budget <= 0:
+            preemptor_key = (0.0, 0.0)
+        else:
+            used = self.subtree_usage[preemptor_node] if charged is None else charged[preemptor_node]
+            preemptor_key = (budget / used if used > 0 else INFINITE, budget)
+        if victim_key != preemptor_key:
+            return victim_key < preemptor_key
+        return victim_node >= preemptor_node
+
+    def _parting(self, victim: AllocationPath, preemptor: AllocationPath) -> tuple[AllocationPath, ...]:
+        """(victim's node, preemptor's node) where their paths part, or () when they do not."""
         victim_chain = self.ancestors.get(victim, (victim,))[::-1]
         preemptor_chain = self.ancestors.get(preemptor, (preemptor,))[::-1]
         for victim_node, preemptor_node in zip(victim_chain, preemptor_chain, strict=False):
             if victim_node != preemptor_node:
-                victim_key, preemptor_key = self.key(victim_node), self.key(preemptor_node)
-                if victim_key != preemptor_key:
-                    return victim_key < preemptor_key
-                return victim_node >= preemptor_node
-        return True  # one is the other's ancestor or the same: the user level decides
+                return (victim_node, preemptor_node)
+        return ()
 
     def user_key(self, path: AllocationPath, user: str) -> float:
         return self.user_usage.get((path, user), 0.0)
@@ -215,6 +286,7 @@ class _TreeShape:
         self.funded = self._funded_paths()
         self.funded_sorted = sorted(self.funded)
         self.ancestors = {path: self._ancestors(path) for path in self.budget}
+        self.parting: dict[tuple[AllocationPath, AllocationPath], tuple[AllocationPath, ...]] = {}
 
     def _add(self, path: AllocationPath, parent: AllocationPath, budget: float, limit: int | None) -> None:
         self.parent[path] = parent

@@ -51,56 +51,137 @@ class ReleaseProfile:
         self.now = now
         self.preemptive = preemptive
         self.nodes = {node.name: node for node in nodes if node.name in free}
-        self.time_for: dict[str, list[float]] = {}
+        self.time_for: dict[str, list[float]] = {}  # made when first asked for (see _times)
+        self.whole_at: dict[str, float] = {}  # time_for[name][size], when asked for alone (_whole)
+        self.state: dict[str, tuple[int, Sequence[RunningWorkload] | None]] = {}  # free, occupants
         self.candidates: dict[str | None, list[ClusterNodeSpec]] = {}  # per GPU type (None: any)
         self.refresh(self.nodes, free, occupants)
 
     def refresh(self, names: Iterable[str], free: Mapping[str, int], occupants: Mapping) -> None:
-        """Recompute the given nodes (after work started on them or left them)."""
-        now, preemptive = self.now, self.preemptive
-        nodes, time_for, on_node = self.nodes, self.time_for, occupants.get
+        """Recompute the given nodes (after work started on them or left them). What a node's
+        times are made of is noted now and they are worked out when first asked for: the caller
+        refreshes every node whose occupants changed before it asks again (``earliest``)."""
+        nodes, state, on_node = self.nodes, self.state, occupants.get
+        time_for, whole_at = self.time_for, self.whole_at
         for name in names:
-            node = nodes.get(name)
-            if node is None:
+            if name in nodes:
+                state[name] = (free[name], on_node(name))
+                time_for.pop(name, None)
+                whole_at.pop(name, None)
+
+    def _at(self, node: ClusterNodeSpec, count: int) -> float:
+        """The earliest time ``node`` has ``count`` GPUs free."""
+        if count == node.gpus:
+            return self._wholes((node,))[0]
+        times = self.time_for.get(node.name)
+        return (self._times(node) if times is None else times)[count]
+
+    def _wholes(self, nodes: Iterable[ClusterNodeSpec]) -> list[float]:
+        """``[_times(node)[node.gpus] for node in nodes]``, mostly without the lists: when a node's
+        work holds exactly what it lacks, that is its last release (clamped to now), whatever the
+        order of the others; when it holds less, never."""
+        now, preemptive = self.now, self.preemptive
+        whole_at, time_for, state = self.whole_at, self.time_for, self.state
+        found = []
+        for node in nodes:
+            name, size = node.name, node.gpus
+            whole = whole_at.get(name)
+            if whole is None:
+                times = time_for.get(name)
+                if times is not None:
+                    whole = times[size]
+                else:
+                    left, here = state[name]
+                    if 0 <= left < size and here:
+                        total, latest = left, -INFINITE
+                        for workload in here:
+                            end = workload.expected_end  # _release, inlined
+                            if end is None:
+                                end = INFINITE
+                            if preemptive:
+                                if not workload.funded:
+                                    end = now
+                                else:
+                                    protected = workload.protected_until
+                                    if now > protected:
+                                        protected = now
+                                    if protected < end:
+                                        end = protected
+                            for placed, gpus in workload.placement:
+                                if placed == name:
+                                    if gpus <= 0:
+                                        total = -1  # not the plain case: work it out in full
+                                        break
+                                    total += gpus
+                                    if end > latest:
+                                        latest = end
+                            if total < 0:
+                                break
+                        if total == size:
+                            whole = whole_at[name] = latest if latest >= now else now
+                        elif 0 <= total < size:
+                            whole = whole_at[name] = INFINITE
+                    if whole is None:
+                        whole = self._times(node)[size]
+            found.append(whole)
+        return found
+
+    def _release(self, workload: RunningWorkload) -> float:
+        end = workload.expected_end  # release_at, inlined
+        if end is None:
+            end = INFINITE
+        if self.preemptive:
+            now = self.now
+            if not workload.funded:
+                end = now
+            else:
+                protected = workload.protected_until
+                if now > protected:
+                    protected = now
+                if protected < end:
+                    end = protected
+        return end
+
+    def _times(self, node: ClusterNodeSpec) -> list[float]:
+        """The earliest time ``node`` has g free GPUs, for every g up to its size."""
+        now, name, size = self.now, node.name, node.gpus
+        left, here = self.state[name]
+        if not here and 0 <= left <= size:  # nothing to wait for: free now, the rest never
+            times = self.time_for[name] = [now] * (left + 1) + [INFINITE] * (size - left)
+            return times
+        events = []
+        release = self._release
+        for workload in here:
+            end = release(workload)
+            placement = workload.placement
+            if len(placement) == 1:
+                events.append((end, placement[0][1]))  # its only node is this one
                 continue
-            here, size, left = on_node(name), node.gpus, free[name]
-            if not here and 0 <= left <= size:  # nothing to wait for: free now, the rest never
-                time_for[name] = [now] * (left + 1) + [INFINITE] * (size - left)
-                continue
-            events = []
-            for workload in here:
-                end = workload.expected_end  # release_at, inlined
-                if end is None:
-                    end = INFINITE
-                if preemptive:
-                    if not workload.funded:
-                        end = now
-                    else:
-                        protected = workload.protected_until
-                        if now > protected:
-                            protected = now
-                        if protected < end:
-                            end = protected
-                for placed, gpus in workload.placement:
-                    if placed == name:
-                        events.append((end, gpus))
+            for placed, gpus in placement:
+                if placed == name:
+                    events.append((end, gpus))
+        if len(events) > 1:
             events.sort()
-            if not 0 <= left <= size:
-                time_for[name] = _times_per_count(size, left, events, now)
-                continue
-            # _times_per_count, inlined: the earliest time each count of GPUs is free
-            times = [now] * (size + 1)
-            available, latest, at, last = left, now, 0, len(events)
-            for count in range(left + 1, size + 1):
-                while available < count and at < last:
-                    latest, gpus = events[at]
-                    at += 1
-                    available += gpus
-                if available < count:  # nothing more is released: never
-                    times[count:] = [INFINITE] * (size + 1 - count)
-                    break
-                times[count] = latest if latest >= now else now
-            time_for[name] = times
+        if not 0 <= left <= size:
+            times = self.time_for[name] = _times_per_count(size, left, events, now)
+            return times
+        # _times_per_count, inlined: each release fills the counts it reaches at once (the
+        # count g is free when the release that brings the total to g or more happens)
+        times = [now] * (size + 1)
+        available = left
+        for end, gpus in events:
+            if available >= size:
+                break
+            reached = available + gpus
+            if reached > available:
+                if reached > size:
+                    reached = size
+                times[available + 1 : reached + 1] = [end if end >= now else now] * (reached - available)
+                available = reached
+        if available < size:  # nothing more is released: never
+            times[available + 1 :] = [INFINITE] * (size - available)
+        self.time_for[name] = times
+        return times
 
     def earliest(self, shape: Shape) -> tuple[float, tuple[str, ...]]:
         """(start time, nodes) for ``shape``; (inf, ()) when unknown."""
@@ -118,17 +199,21 @@ class ReleaseProfile:
         return self._many_nodes(gpus // per_node, per_node, candidates)
 
     def _one_node(self, gpus: int, candidates: list[ClusterNodeSpec]) -> tuple[float, tuple[str, ...]]:
-        best = min(
-            ((self.time_for[n.name][gpus], n.name) for n in candidates if n.gpus >= gpus), default=None
-        )
+        best = min(((self._at(n, gpus), n.name) for n in candidates if n.gpus >= gpus), default=None)
         if best is None or best[0] == INFINITE:
             return INFINITE, ()
         return best[0], (best[1],)
 
     def _many_nodes(self, count: int, per_node: int, candidates: list) -> tuple[float, tuple[str, ...]]:
         domains: dict[str, list[tuple[float, str]]] = {}
+        wholes = iter(self._wholes(node for node in candidates if node.gpus == per_node))
         for node in candidates:
-            time = self.time_for[node.name][per_node] if node.gpus >= per_node else INFINITE
+            if node.gpus > per_node:
+                time = self._at(node, per_node)
+            elif node.gpus == per_node:  # the usual gang of whole nodes, worked out at once
+                time = next(wholes)
+            else:
+                continue  # (INFINITE)
             if time < INFINITE:
                 domains.setdefault(node.domain, []).append((time, node.name))
         options = []

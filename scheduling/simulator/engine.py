@@ -435,6 +435,6 @@ class Engine:
             nodes=self.node_tuple,
             running=tuple(self.running.values()),
             pending=tuple(self.pending.values()),
-            usage={key: usage.value(key, now) for key in self.allocation_rates},
-            user_usage={key: usage.value(key, now) for key in self.pending_users},
+            usage=usage.values(self.allocation_rates, now),
+            user_usage=usage.values(self.pending_users, now),
         )

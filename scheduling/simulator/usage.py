@@ -14,7 +14,7 @@ Rates change only when work starts or stops, so usage is piecewise linear in tim
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 
 
 class WindowedUsage:
@@ -40,6 +40,19 @@ class WindowedUsage:
         low = now - self.window_s
         total_now = state[2] + state[0] * (now - state[1])
         return total_now if low <= 0 else total_now - self._cumulative_at(state, low)
+
+    def values(self, keys: Iterable[Hashable], now: float) -> dict[Hashable, float]:
+        """``{key: value(key, now)}``, in one loop (a snapshot reads every key each pass)."""
+        found, low, cumulative_at = self._keys.get, now - self.window_s, self._cumulative_at
+        result = {}
+        for key in keys:
+            state = found(key)
+            if state is None:
+                result[key] = 0.0
+                continue
+            total_now = state[2] + state[0] * (now - state[1])
+            result[key] = total_now if low <= 0 else total_now - cumulative_at(state, low)
+        return result
 
     def _advance(self, state: list, now: float) -> None:
         rate, last_t, total, marks = state
@@ -83,6 +96,15 @@ class DecayedUsage:
     def value(self, key: Hashable, now: float) -> float:
         state = self._keys.get(key)
         return 0.0 if state is None else self._at(state, now)
+
+    def values(self, keys: Iterable[Hashable], now: float) -> dict[Hashable, float]:
+        """``{key: value(key, now)}``, in one loop (a snapshot reads every key each pass)."""
+        found, at = self._keys.get, self._at
+        result = {}
+        for key in keys:
+            state = found(key)
+            result[key] = 0.0 if state is None else at(state, now)
+        return result
 
     def _at(self, state: list, now: float) -> float:
         rate, last_t, decayed = state
