@@ -35,8 +35,8 @@ class Draft:
 _FIELDS = ("workload_id", "code", "params", "message", "position", "estimated_start")
 assert tuple(PendingReason.__slots__) == _FIELDS, "PendingReason fields changed: update the drafts' fills"
 
-_drain = deque(maxlen=0).extend
-_ID = attrgetter("id")  # runs a map to its end, keeping nothing
+_drain = deque(maxlen=0).extend  # runs a map to its end, keeping nothing
+_ID = attrgetter("id")
 
 
 def finish(drafts: list) -> list[PendingReason]:

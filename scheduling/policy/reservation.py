@@ -95,7 +95,7 @@ class ReleaseProfile:
                     if 0 <= left < size and here:
                         total, latest = left, -INFINITE
                         for workload in here:
-                            end = workload.expected_end  # _release, inlined
+                            end = workload.expected_end  # release_at, inlined (the hot path)
                             if end is None:
                                 end = INFINITE
                             if preemptive:
@@ -127,20 +127,7 @@ class ReleaseProfile:
         return found
 
     def _release(self, workload: RunningWorkload) -> float:
-        end = workload.expected_end  # release_at, inlined
-        if end is None:
-            end = INFINITE
-        if self.preemptive:
-            now = self.now
-            if not workload.funded:
-                end = now
-            else:
-                protected = workload.protected_until
-                if now > protected:
-                    protected = now
-                if protected < end:
-                    end = protected
-        return end
+        return release_at(workload, self.now, self.preemptive)
 
     def _times(self, node: ClusterNodeSpec) -> list[float]:
         """The earliest time ``node`` has g free GPUs, for every g up to its size."""

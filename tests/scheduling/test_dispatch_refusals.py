@@ -13,6 +13,16 @@ def refuse_starts(lab, *workloads) -> None:  # noqa: ANN001
     lab.main.save()
 
 
+def refused_until_held(lab):  # noqa: ANN001, ANN201
+    """A 4-GPU workload whose every start the backend refuses, after the passes that hold it."""
+    stuck = submit(lab, lab.bob, "lab/vision/perception", 4, metadata={"duration_s": 3600})
+    refuse_starts(lab, stuck)
+    for step in range(START_REFUSALS_TO_HOLD):
+        pass_at(lab, 10 * (step + 1))
+    stuck.refresh_from_db()
+    return stuck
+
+
 def test_a_refused_start_opens_no_run_and_the_other_starts_go_through(lab):
     refused = submit(lab, lab.bob, "lab/vision/perception", 4, metadata={"duration_s": 3600})
     fine = submit(lab, lab.bob, "lab/vision/perception", 4, metadata={"duration_s": 3600})
@@ -36,11 +46,7 @@ def test_a_refused_start_opens_no_run_and_the_other_starts_go_through(lab):
 
 
 def test_a_start_refused_again_and_again_is_held_with_the_backend_s_words(lab):
-    stuck = submit(lab, lab.bob, "lab/vision/perception", 4, metadata={"duration_s": 3600})
-    refuse_starts(lab, stuck)
-    for step in range(START_REFUSALS_TO_HOLD):
-        pass_at(lab, 10 * (step + 1))
-    stuck.refresh_from_db()
+    stuck = refused_until_held(lab)
     assert stuck.held and stuck.held_by == "scheduler"
     assert stuck.held_note.startswith(f"The backend refused to start it {START_REFUSALS_TO_HOLD} times")
 
@@ -65,11 +71,7 @@ def test_refusals_count_in_a_row_an_accepted_start_forgets_them(lab):
 def test_releasing_a_workload_held_for_refusals_gives_the_backend_new_tries(lab):
     from scheduling.services.workloads import workload_release
 
-    stuck = submit(lab, lab.bob, "lab/vision/perception", 4, metadata={"duration_s": 3600})
-    refuse_starts(lab, stuck)
-    for step in range(START_REFUSALS_TO_HOLD):
-        pass_at(lab, 10 * (step + 1))
-    stuck.refresh_from_db()
+    stuck = refused_until_held(lab)
     workload_release(workload=stuck, actor=lab.bob)
     pass_at(lab, 100)
     stuck.refresh_from_db()
