@@ -51,6 +51,7 @@ from scheduling.policy.types import (
 )
 
 _SUBMIT_ORDER = attrgetter("submitted_at", "id")
+_SHAPE = attrgetter("gpus", "gpus_per_node", "gpu_type")
 _WALKS = 4  # a first walk and up to three settling walks
 _drain = deque(maxlen=0).extend  # runs a map to its end, keeping nothing
 
@@ -369,15 +370,51 @@ class _Pass(Preempting, Explaining):
                 misses += taken
                 if misses >= 32 and checked != self.generation:
                     checked = self.generation
-                    if self._nothing_more_can_start(queue):
+                    if self._nothing_more_can_start(queue, thorough=not record):
                         if record:
                             self._leave_untried(queue)
                         break
 
-    def _nothing_more_can_start(self, queue) -> bool:
-        """No GPU is free (for anyone) and no allocation still queued here may preempt anyone."""
-        if self.index.free_gpus(None) or self.reserved.free_gpus(None):
+    def _nothing_more_can_start(self, queue, thorough: bool = False) -> bool:
+        """No allocation still queued here may preempt anyone, and no GPU is free (for anyone).
+
+        ``thorough``: GPUs may be free if none of what is queued here could start on them nor
+        reserve nodes. That reads every queued workload's shape, so it is worth it only where the
+        rest of the walk would be read for nothing: when the walk records no reasons."""
+        free = self.index.free_gpus(None) or self.reserved.free_gpus(None)
+        if free and not thorough:
             return False
+        if not self._none_may_preempt(queue):
+            return False
+        return not free or self._none_fits(queue)
+
+    def _none_fits(self, queue) -> bool:
+        """No workload queued here can start on free GPUs (unreserved, or reserved ones it may
+        backfill) or make a reservation. Limits are ignored (they only stop work from starting)."""
+        if self._may_still_reserve(queue):
+            return False
+        no_fit, no_fit_reserved = self.no_fit, self.no_fit_reserved
+        index, reserved = self.index, self.reserved
+        on_reserved = set()  # shapes that fit reserved nodes only: for work that may backfill them
+        for shape in set(map(_SHAPE, queue.queued())):
+            if not self._feasible(shape):
+                continue
+            if shape not in no_fit and index.place(shape) is not None:
+                return False
+            if reserved.spec and shape not in no_fit_reserved and reserved.place(shape) is not None:
+                on_reserved.add(shape)
+        return not on_reserved or not any(
+            self._may_backfill(workload) for workload in queue.queued() if _SHAPE(workload) in on_reserved
+        )
+
+    def _may_still_reserve(self, queue) -> bool:
+        """Nothing is reserved yet and the first workload queued here that cannot start would be."""
+        if self.reservation is not None or not self.config.reservation:
+            return False
+        return not self.fairshare or any(map(self.tree.funded.__contains__, queue.allocations()))
+
+    def _none_may_preempt(self, queue) -> bool:
+        """No allocation still queued here may preempt anyone."""
         if not self.config.preemption or self.config.ordering == "fifo":
             return True
         if not self.fairshare:

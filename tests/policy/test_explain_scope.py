@@ -91,3 +91,21 @@ def test_a_busy_cluster_with_an_untried_tail_explains_any_workload_alone_exactly
         assert alone.reasons == (reason,)
     wanted = frozenset(reason.workload_id for reason in full.reasons[1::3])
     assert plan(state, policy_pass.NOW, config, explain=wanted).reasons == full.reasons[1::3]
+
+
+def test_without_explaining_a_small_job_behind_a_long_queue_of_big_ones_still_starts():
+    """Not explaining lets a walk stop once nothing queued could start on the GPUs still free;
+    a 1-GPU job behind forty 8-GPU jobs that cannot fit must still get the one free GPU."""
+    budget = b.tree(("org", None, 100.0), ("org/a", "org", 100.0), ("org/free", "org", 0.0))
+    busy = [
+        b.running(1, "org/a", {"n0": 7}, protected_until=NOW + b.HOUR),
+        b.running(2, "org/a", {"n1": 8}, protected_until=NOW + b.HOUR),
+    ]
+    big = [b.pending(100 + i, "org/free", 8, user=f"u{i:02d}") for i in range(40)]
+    small = b.pending(200, "org/free", 1, user="zed")
+    for queue, started in ((big + [small], [200]), (big, [])):
+        state = b.snapshot(budget, b.nodes(2), run=busy, queue=queue)
+        full = plan(state, NOW, PolicyConfig())
+        bare = plan(state, NOW, PolicyConfig(), explain=False)
+        assert [start.workload_id for start in bare.starts] == started
+        assert decisions(bare) == decisions(full)
