@@ -274,8 +274,8 @@ class Preempting:
         if not self.fairshare:
             test = lambda victim: victim.priority < workload.priority  # noqa: E731
             return {allocation: test for allocation, _ in self.candidates}
-        # As if charged: the tree is not changed for the comparisons, then left exactly as
-        # charging and refunding it would leave it (the float residue shapes later near-ties).
+        # As if charged: the comparisons read the charged values on the side; the tree itself is
+        # not changed, so an attempt (even one a walk that records nothing skips) moves no standing.
         tree, charge, preemptor, user = (
             self.tree,
             workload.gpus * self.charge_s,
@@ -296,7 +296,6 @@ class Preempting:
             for victim in self.candidates.get((preemptor, True), ())
             if victim.user != user and usage.get((preemptor, victim.user), 0.0) >= mine
         }
-        tree.charge_and_refund(preemptor, user, charge)
         if peers:
             allowed[workload.allocation] = lambda victim: victim.user in peers
         return allowed

@@ -96,26 +96,6 @@ class FairTree:
                 return charged
             node = parent.get(node, ROOT)
 
-    def charge_and_refund(self, path: AllocationPath, user: str | None, amount: float) -> None:
-        """What ``charge(path, user, amount)`` then ``charge(path, user, -amount)`` leave behind:
-        ``(x + amount) - amount`` is not always ``x`` in floats, and later near-ties see that."""
-        self.version += 1
-        subtree, parent = self.subtree_usage, self.parent
-        node = path if path in self.budget else ROOT
-        while True:
-            subtree[node] = (subtree.get(node, 0.0) + amount) + -amount
-            if node == ROOT:
-                break
-            node = parent.get(node, ROOT)
-        if user is not None:
-            key = (path, user)
-            self.user_usage[key] = (self.user_usage.get(key, 0.0) + amount) + -amount
-            log = self.user_log.get(path)
-            if log is None:
-                self.user_log[path] = [user, user]
-            else:
-                log += (user, user)
-
     def charge_running(
         self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
     ) -> None:
