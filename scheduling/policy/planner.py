@@ -293,6 +293,8 @@ class _Pass(Preempting, Explaining):
         ``settles``: another walk follows if this one starts or preempts anything. Then, from its
         first start on, what this walk leaves blocked is never explained (the next walk's is), so
         it is not recorded; nor is anything when nothing is explained (``explain=False``).
+        A walk that records nothing skips a queue, or the rest of one, as soon as nothing in it
+        could start, preempt or reserve (``_nothing_more_can_start(thorough=True)``).
         """
         failed: dict[tuple, tuple] = {}  # signature -> outcome key, valid while ``relief`` holds
         relief = self.relief  # a start only takes GPUs: what failed before still fails after it
@@ -305,6 +307,10 @@ class _Pass(Preempting, Explaining):
         start_at = self._reservation_start()  # changes only with the reservation, so with relief
         for queue in queues:
             misses, checked = 0, -1
+            if not explained or (settles and len(self.starts) != unchanged):  # records nothing
+                checked = self.generation
+                if not self._may_still_reserve(queue) and self._nothing_more_can_start(queue, thorough=True):
+                    continue
             while (head := queue.head()) is not None:
                 items, taken, started = head[2], 0, False
                 pop = items.popleft
