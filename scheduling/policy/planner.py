@@ -136,6 +136,9 @@ class _Pass(Preempting, Explaining):
             tuple[str, str], list[PendingWorkload]
         ] = {}  # (allocation, user) -> started
         self.keys: dict[tuple, tuple] = {}  # outcome keys, interned
+        # Every workload the last walk tried before its last start started: the walk from that
+        # start on saw the state a settling walk would start from, in the order it would see it.
+        self.tail_repeats = False
 
     # -- phases --------------------------------------------------------------------------------
     def run(self) -> Plan:
@@ -245,6 +248,12 @@ class _Pass(Preempting, Explaining):
         The pass thus ends in a fixpoint: walking its result once more changes nothing. That is
         exactly what the next pass does with unchanged inputs, so it has nothing to undo (no
         flip-flop), even where the projected charge reordered work within this pass.
+
+        Without reasons to record, a walk whose every workload tried before its last start did
+        start needs no successor: from that start on it already walked what a settling walk would
+        (the same workloads, standing, free GPUs and no reservation yet), so the next walk would
+        decide nothing the last one did not. Not so for a settling walk that preempted: its
+        victims wait for the next walk. (A walk that records reasons is still made.)
         """
         before = (0, 0)
         settle = self.config.settle
@@ -253,6 +262,8 @@ class _Pass(Preempting, Explaining):
             after = (len(self.starts), len(self.preemptions))
             if after == before:
                 break
+            if self.tail_repeats and self.explain is False:
+                break  # another walk would only repeat what followed this one's last start
             before = after
             self._walk(self._queues_again(), walk < _WALKS)
 
@@ -305,12 +316,14 @@ class _Pass(Preempting, Explaining):
         explained = self.explain is not False
         unchanged = len(self.starts)  # a preemption comes with a start
         start_at = self._reservation_start()  # changes only with the reservation, so with relief
+        waited = len(blocked)
+        # Victims go back into the first walk's queues (``_requeue``): only that walk meets them again.
+        current, evicted = queues is self.queues, len(self.preemptions)
         for queue in queues:
             misses, checked = 0, -1
-            if not explained or (settles and len(self.starts) != unchanged):  # records nothing
-                checked = self.generation
-                if not self._may_still_reserve(queue) and self._nothing_more_can_start(queue, thorough=True):
-                    continue
+            records = explained and not (settles and len(self.starts) != unchanged)
+            if not records and self._nothing_to_try(queue):
+                continue  # (``checked`` stays: the check after 32 misses comes where it would)
             while (head := queue.head()) is not None:
                 items, taken, started = head[2], 0, False
                 pop = items.popleft
@@ -364,6 +377,9 @@ class _Pass(Preempting, Explaining):
                         relief = self.relief
                         start_at = self._reservation_start()
                     if started:
+                        self.tail_repeats = len(blocked) == waited and (
+                            current or len(self.preemptions) == evicted
+                        )
                         break
                     key = blocked[-1][1]
                     if key[0] != "reserved_self":
@@ -380,6 +396,10 @@ class _Pass(Preempting, Explaining):
                         if record:
                             self._leave_untried(queue)
                         break
+
+    def _nothing_to_try(self, queue) -> bool:
+        """Nothing queued here could start, preempt or reserve: a walk that records nothing skips it."""
+        return not self._may_still_reserve(queue) and self._nothing_more_can_start(queue, thorough=True)
 
     def _nothing_more_can_start(self, queue, thorough: bool = False) -> bool:
         """No allocation still queued here may preempt anyone, and no GPU is free (for anyone).
