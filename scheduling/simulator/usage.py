@@ -50,9 +50,13 @@ class WindowedUsage:
                 state = found(key)
                 result[key] = 0.0 if state is None else state[2] + state[0] * (now - state[1])
             return result
-        bucket_s = self.bucket_s
-        hour = int(low // bucket_s)  # _cumulative_at(state, low), inlined: the same for every key
-        start = hour * bucket_s
+        # _cumulative_at(state, low), inlined, with what is the same for every key worked out once
+        hour = int(low // self.bucket_s)
+        start = hour * self.bucket_s
+        end = start + self.bucket_s
+        offset = low - start
+        whole = offset / (end - start) if end > start else 0.0  # the fraction inside a closed hour
+        after = hour + 1
         for key in keys:
             state = found(key)
             if state is None:
@@ -62,13 +66,13 @@ class WindowedUsage:
             total_now = total + rate * (now - last_t)
             if low >= last_t:
                 result[key] = total_now - (total + rate * (low - last_t))
-                continue
-            if hour + 1 < len(marks):
-                end_value, end_t = marks[hour + 1], start + bucket_s
+            elif after < len(marks):
+                mark = marks[hour]
+                result[key] = total_now - (mark + (marks[after] - mark) * whole)
             else:
-                end_value, end_t = total, last_t
-            fraction = (low - start) / (end_t - start) if end_t > start else 0.0
-            result[key] = total_now - (marks[hour] + (end_value - marks[hour]) * fraction)
+                mark = marks[hour]
+                fraction = offset / (last_t - start) if last_t > start else 0.0
+                result[key] = total_now - (mark + (total - mark) * fraction)
         return result
 
     def _advance(self, state: list, now: float) -> None:
