@@ -8,7 +8,8 @@ A pass's own decisions do not call for another pass: ``plan()`` starts a preempt
 that evicts its victims, and re-planning an unchanged cluster decides nothing (no flip-flop).
 
 Per pass: 1. accrue the metrics up to now, 2. build the snapshot from the in-memory cluster
-(usage from incremental hourly marks, never from the history of runs), 3. call ``plan()``,
+(usage from incremental hourly marks, never from the history of runs), 3. call ``plan()``
+(handed the pending queue already grouped, kept so from change to change: pending.py),
 4. apply its preemptions, then its starts, checking every placement against the cluster.
 """
 
