@@ -71,7 +71,8 @@ def plan_grouped(
     snapshot: Snapshot, now: float, config: PolicyConfig, grouped: Grouped | None, *, explain: Explain = True
 ) -> Plan:
     """``plan``, given ``group_pending(snapshot.pending)`` already (None: group here). For callers
-    that plan many variants of one snapshot (``options.start_options``); a pass extends the lists."""
+    that plan many variants of one snapshot (``options.start_options``) or keep the grouping from
+    pass to pass (the simulator): a pass only reads ``grouped``, never changing its dict or lists."""
     if explain is not True and explain is not False:
         explain = frozenset(explain)
     if not snapshot.backend_available:

@@ -9,7 +9,6 @@ It needs no database.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 
 from scheduling.policy import PolicyConfig
@@ -58,13 +57,10 @@ def run_simulation(
 ) -> SimulationResult:
     """Replay ``inputs`` under ``policy`` (or an explicit ``config``) and measure it.
 
-    ``planner`` defaults to the real :func:`scheduling.policy.plan` with ``explain=False``: the
-    same decisions, without the pending reasons nobody reads here; tests may pass a stand-in.
+    ``planner`` defaults to the real policy (``plan`` with ``explain=False``: the same decisions,
+    without the pending reasons nobody reads here), fed the pending queue the engine keeps grouped;
+    tests may pass a stand-in called as ``planner(snapshot, now, config)``.
     """
-    if planner is None:
-        from scheduling.policy import plan  # noqa: PLC0415 - the policy may load late
-
-        planner = functools.partial(plan, explain=False)
     began = time.perf_counter()
     engine = Engine(
         inputs,

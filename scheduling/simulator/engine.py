@@ -8,7 +8,8 @@ A pass's own decisions do not call for another pass: ``plan()`` starts a preempt
 that evicts its victims, and re-planning an unchanged cluster decides nothing (no flip-flop).
 
 Per pass: 1. accrue the metrics up to now, 2. build the snapshot from the in-memory cluster
-(usage from incremental hourly marks, never from the history of runs), 3. call ``plan()``,
+(usage from incremental hourly marks, never from the history of runs), 3. call ``plan()``
+(handed the pending queue already grouped, kept so from change to change: pending.py),
 4. apply its preemptions, then its starts, checking every placement against the cluster.
 """
 
@@ -29,8 +30,10 @@ from scheduling.policy import (
     Snapshot,
     Start,
 )
+from scheduling.policy.planner import plan_grouped
 from scheduling.simulator.metrics import Ledger, entitlement_fractions
 from scheduling.simulator.model import NodeOutage, SimJob, SimulationError, SimulationInput
+from scheduling.simulator.pending import PendingGroups
 from scheduling.simulator.usage import DecayedUsage, WindowedUsage
 
 Planner = Callable[[Snapshot, float, PolicyConfig], Plan]
@@ -100,11 +103,12 @@ class Engine:
         self,
         inputs: SimulationInput,
         config: PolicyConfig,
-        planner: Planner,
+        planner: Planner | None,
         *,
         pass_interval_s: float = 10.0,
         progress: Progress | None = None,
     ) -> None:
+        # None: the real policy, handed the pending queue grouped here (see _plan)
         self.inputs, self.config, self.planner = inputs, config, planner
         self.pass_interval_s = pass_interval_s
         self.progress = progress
@@ -117,6 +121,7 @@ class Engine:
         self.free = {node.name: node.gpus for node in inputs.cluster_nodes}
         self.on_node: dict[str, set[int]] = {node.name: set() for node in inputs.cluster_nodes}
         self.pending: dict[int, PendingWorkload] = {}
+        self.queue = PendingGroups()  # self.pending as the policy groups it
         self.running: dict[int, RunningWorkload] = {}
         self.pending_users: dict[tuple[str, str], int] = {}
         self.funded_pending = 0
@@ -243,16 +248,26 @@ class Engine:
             return
         self.dirty, self.last_pass_at = False, self.now
         self.ledger.accrue(self.now)
-        snapshot = self._snapshot()
-        began = time.perf_counter()
-        result = self.planner(snapshot, self.now, self.config)
-        self.plan_seconds.append(time.perf_counter() - began)
+        result = self._plan(self._snapshot())
         self.counters["passes"] += 1
         self.applying = True
         try:
             self._apply(result)
         finally:
             self.applying = False
+
+    def _plan(self, snapshot: Snapshot) -> Plan:
+        """One pass of the planner, timed. The real policy (no planner given) is handed the
+        pending queue already grouped, as ``group_pending(snapshot.pending)`` would group it."""
+        if self.planner is None:
+            grouped = self.queue.grouped()
+            began = time.perf_counter()
+            result = plan_grouped(snapshot, self.now, self.config, grouped, explain=False)
+        else:
+            began = time.perf_counter()
+            result = self.planner(snapshot, self.now, self.config)
+        self.plan_seconds.append(time.perf_counter() - began)
+        return result
 
     # -- applying a plan ------------------------------------------------------------------------
 
@@ -358,12 +373,14 @@ class Engine:
         state.status = "pending"
         self.funded_pending += state.funded
         self.pending[state.spec.id] = state.pending
+        self.queue.add(state.pending)
         key = (state.spec.allocation, state.spec.user)
         self.pending_users[key] = self.pending_users.get(key, 0) + 1
         self._changed()
 
     def _dequeue(self, state: JobState) -> None:
         del self.pending[state.spec.id]
+        self.queue.remove(state.pending)
         self.funded_pending -= state.funded
         key = (state.spec.allocation, state.spec.user)
         self.pending_users[key] -= 1

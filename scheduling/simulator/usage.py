@@ -43,15 +43,36 @@ class WindowedUsage:
 
     def values(self, keys: Iterable[Hashable], now: float) -> dict[Hashable, float]:
         """``{key: value(key, now)}``, in one loop (a snapshot reads every key each pass)."""
-        found, low, cumulative_at = self._keys.get, now - self.window_s, self._cumulative_at
+        found, low = self._keys.get, now - self.window_s
         result = {}
+        if low <= 0:
+            for key in keys:
+                state = found(key)
+                result[key] = 0.0 if state is None else state[2] + state[0] * (now - state[1])
+            return result
+        # _cumulative_at(state, low), inlined, with what is the same for every key worked out once
+        hour = int(low // self.bucket_s)
+        start = hour * self.bucket_s
+        end = start + self.bucket_s
+        offset = low - start
+        whole = offset / (end - start) if end > start else 0.0  # the fraction inside a closed hour
+        after = hour + 1
         for key in keys:
             state = found(key)
             if state is None:
                 result[key] = 0.0
                 continue
-            total_now = state[2] + state[0] * (now - state[1])
-            result[key] = total_now if low <= 0 else total_now - cumulative_at(state, low)
+            rate, last_t, total, marks = state
+            total_now = total + rate * (now - last_t)
+            if low >= last_t:
+                result[key] = total_now - (total + rate * (low - last_t))
+            elif after < len(marks):
+                mark = marks[hour]
+                result[key] = total_now - (mark + (marks[after] - mark) * whole)
+            else:
+                mark = marks[hour]
+                fraction = offset / (last_t - start) if last_t > start else 0.0
+                result[key] = total_now - (mark + (total - mark) * fraction)
         return result
 
     def _advance(self, state: list, now: float) -> None:
@@ -99,11 +120,16 @@ class DecayedUsage:
 
     def values(self, keys: Iterable[Hashable], now: float) -> dict[Hashable, float]:
         """``{key: value(key, now)}``, in one loop (a snapshot reads every key each pass)."""
-        found, at = self._keys.get, self._at
+        found, decay, exp = self._keys.get, self._decay, math.exp
         result = {}
         for key in keys:
             state = found(key)
-            result[key] = 0.0 if state is None else at(state, now)
+            if state is None:
+                result[key] = 0.0
+                continue
+            rate, last_t, decayed = state  # _at, inlined
+            factor = exp(-decay * (now - last_t))
+            result[key] = decayed * factor + rate / decay * (1.0 - factor)
         return result
 
     def _at(self, state: list, now: float) -> float:

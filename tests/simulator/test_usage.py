@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -40,3 +41,36 @@ def test_decayed_usage_halves_every_half_life_once_work_stops():
 
     assert at_stop == pytest.approx(2 * 3600 / math.log(2) * (1 - 2 ** (-1000 / 3600)))
     assert usage.value("nlp", 4600.0) == pytest.approx(at_stop / 2)
+
+
+@pytest.mark.parametrize("usage", [WindowedUsage(window_s=7200.0), DecayedUsage(half_life_s=5000.0)])
+def test_reading_many_keys_at_once_gives_exactly_what_each_read_gives(usage):
+    """``values`` (one loop per snapshot) and ``value`` must agree to the last bit."""
+    for at, key, rate in [
+        (0.0, "a", 4),
+        (100.0, "b", 2),
+        (3700.0, "a", 0),
+        (9000.0, "c", 8),
+        (9100.0, "b", 5),
+    ]:
+        usage.set_rate(key, at, rate)
+    keys = ["a", "b", "c", "unknown"]
+    for now in (50.0, 3600.0, 7199.0, 9050.0, 10_000.0, 12_345.6, 20_000.0, 100_000.0):
+        assert usage.values(keys, now) == {key: usage.value(key, now) for key in keys}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_reading_many_keys_at_once_is_exact_at_any_moment(seed):
+    """Random rate changes at odd moments; reads inside closed hours, the open hour, and past it."""
+    rng = random.Random(seed)
+    windowed, decayed = WindowedUsage(window_s=4 * 3600.0), DecayedUsage(half_life_s=3000.0)
+    keys = [("lab/a", "ann"), ("lab/a", "bob"), ("lab/b", "cy"), ("lab/b", "dee")]
+    now = 0.0
+    for _ in range(300):
+        now += rng.choice([1.0, 17.5, 600.0, 3599.9, 3600.0, 9000.0]) * rng.random()
+        if rng.random() < 0.5:
+            key, rate = rng.choice(keys), rng.choice([0, 0, 1, 8, 24])
+            windowed.set_rate(key, now, rate)
+            decayed.set_rate(key, now, rate)
+        for usage in (windowed, decayed):
+            assert usage.values(keys, now) == {key: usage.value(key, now) for key in keys}
