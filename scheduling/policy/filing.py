@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left, insort
-from itertools import compress
-from operator import attrgetter, is_
+from itertools import compress, count, repeat
+from operator import attrgetter, is_, is_not
 
 from scheduling.policy.placement import FreeIndex
 from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
@@ -106,36 +106,46 @@ class _Carry:
         return base.hand_out(now)
 
     def _change(self, running: tuple) -> tuple[list[RunningWorkload], tuple] | None:
-        """(workloads gone in start order, workloads new) since the last tuple, or None when
-        ``running`` is not that tuple less some plus some at its end, or the change is large."""
+        """(workloads gone, in start order; workloads new, in order) since the last tuple, or None
+        when that is a large change (new objects, as a live pass reads them) or a workload is
+        there twice. ``running`` is matched against the last tuple greedily, by identity: what is
+        not matched is gone, and whatever follows the last match is new. That is exact in any
+        order: a workload that only moved is taken off and filed again where it now is."""
         last = self.running
         if running is last:
             return [], ()
-        if not running or not last:
+        if not running or not last or not any(map(is_, last[:_FOUND_WITHIN], repeat(running[0]))):
+            return None  # (new objects, say): nothing to carry
+        most = 16 + len(running) // 2
+        gone: list[RunningWorkload] = []
+        at = done = 0  # running[:at] is last[:done] less ``gone``
+        while done < len(last):
+            mismatch = next(compress(count(), map(is_not, running[at:], last[done:])), None)
+            if mismatch is None:  # one of them ran out
+                matched = min(len(running) - at, len(last) - done)
+                at, done = at + matched, done + matched
+                gone += last[done:]
+                break
+            at, done = at + mismatch, done + mismatch + 1
+            gone.append(last[done - 1])
+            if len(gone) > most:
+                return None
+        added = running[at:]
+        if len(gone) + len(added) > most:
             return None
-        first = running[0]
-        if not any(map(is_, last[:_FOUND_WITHIN], (first,) * _FOUND_WITHIN)):
-            return None  # (new objects, as a live pass reads them): nothing to carry
         members = self.members
         if members is None:
-            members = self.members = dict(zip(map(id, last), last, strict=True))
-            if len(members) != len(last):  # a workload twice: not carried
+            members = dict(zip(map(id, last), last, strict=True))
+            if len(members) != len(last):
                 return None
-        present = set(map(id, running))
-        if len(present) != len(running):
-            return None
-        gone_ids = members.keys() - present
-        kept = len(members) - len(gone_ids)
-        added = running[kept:]
-        if len(gone_ids) + len(added) > 16 + len(running) // 2:
-            return None  # filing afresh is as cheap
-        survivors = compress(last, map(present.__contains__, map(id, last))) if gone_ids else last
-        if not all(map(is_, running[:kept], survivors)):
-            return None
-        gone = list(compress(last, map(gone_ids.__contains__, map(id, last)))) if gone_ids else []
         for workload in gone:
             del members[id(workload)]
+        new = set(map(id, added))
+        if len(new) != len(added) or not members.keys().isdisjoint(new):
+            self.members = None
+            return None
         members.update(zip(map(id, added), added, strict=True))
+        self.members = members
         return gone, added
 
 

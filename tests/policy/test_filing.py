@@ -249,3 +249,28 @@ def test_forget_drops_the_carry():
         filing.forget()
         plan(state, NOW, CONFIGS["fairshare"])
     assert counts == {"carried": 0, "afresh": 2}
+
+
+def test_the_same_objects_in_another_order_or_twice_are_filed_as_afresh():
+    """Reordered: what moved is taken off and filed again where it now is; twice: afresh."""
+    engine, config = MiniEngine(5), CONFIGS["fairshare"]
+    for _ in range(8):  # some work running
+        state = engine.snapshot()
+        engine.apply(plan(state, engine.now, config))
+        engine.advance()
+    run = list(engine.running.values())
+    assert len(run) > 4
+    rng = random.Random(7)
+    with counted() as counts:
+        for step in range(12):
+            if step % 3 == 0:
+                rng.shuffle(run)
+            else:  # one moves to the end, one to the front
+                run.append(run.pop(rng.randrange(len(run))))
+                run.insert(0, run.pop(rng.randrange(len(run))))
+            twice = run + run[:1] if step == 7 else run
+            state = replace(engine.snapshot(), running=tuple(twice))
+            assert filed(state, engine.now, config) == filed(state, engine.now, config, carry=False)
+            assert summary(plan(state, engine.now, config)) == summary(afresh(state, engine.now, config))
+            engine.now += 10.0
+    assert counts["carried"]
