@@ -10,10 +10,12 @@ the pass copies, which it changes freely (starts, evictions, reservations).
 
 Exactly what filing afresh gives, not an approximation:
 
-- Carried only when the running tuple is the last one less what is gone (in order) plus what is
-  new at its end (what the engine's dict of running work gives): every node's occupants stay in
-  start order. Anything else, or a large change (a live pass reads new objects every time), is
-  None: the caller files afresh, and the carry starts again from those objects.
+- Workloads are told apart by identity. The running tuple is matched against the last one in
+  order: what is not matched is taken off, and what follows the last match is filed at the end,
+  so every node's occupants (and work of equal keys among the candidates) stay in the tuple's
+  order, however it changed. A large change
+  (a live pass reads new objects every time) or a workload there twice is None: the caller files
+  afresh, and the carry starts again from those objects.
 - Free GPUs: afresh, each node's size less each placement in turn, clamped at 0; with whole,
   non-negative GPU counts (else not carried) that is ``max(0, size - GPUs placed)``.
 - Candidates: resumable work loses 0.0, so it comes first, in id order (kept sorted as it
@@ -91,17 +93,13 @@ class _Carry:
             return None
         gone, added = change
         base = self.base
-        if (
-            base is None
-            or not base.fits(ancestors, limit, now)
-            or not base.advance(gone, added, now)
-            or base.nodes is not nodes
-            and not base.refile(nodes, healthy, capacity)
-        ):
-            base = _Base(ancestors, limit, now)
-            if not base.add_all(running) or not base.refile(nodes, healthy, capacity):
+        if base is None or not (base.fits(ancestors, limit, now) and base.advance(gone, added, now)):
+            base = _Base(ancestors, limit, now)  # filed anew from its members
+            if not base.add_all(running):
                 self.running, self.members, self.base = running, None, None
                 return None
+        if base.nodes is not nodes:
+            base.refile(nodes, healthy, capacity)
         self.running, self.base = running, base
         return base.hand_out(now)
 
@@ -248,13 +246,12 @@ class _Base:
         else:
             group[1].append(workload)
 
-    def refile(self, nodes: tuple, healthy: list[ClusterNodeSpec], capacity: dict[str, int]) -> bool:
-        """File the free GPUs of ``nodes`` (healthy ones, with their sizes) anew."""
+    def refile(self, nodes: tuple, healthy: list[ClusterNodeSpec], capacity: dict[str, int]) -> None:
+        """File the free GPUs of ``nodes`` (its healthy ones, with their sizes) anew."""
         load = self.load
         free = {name: max(0, size - load.get(name, 0)) for name, size in capacity.items()}
         self.index = FreeIndex.filed(healthy, free)
         self.nodes = nodes
-        return True
 
     def hand_out(self, now: float) -> Filed:
         """Copies for a pass at ``now`` (the pass changes them; this base stays as it is)."""
