@@ -76,6 +76,7 @@ class _Carry:
         self.running: tuple[RunningWorkload, ...] = ()
         self.members: dict[int, RunningWorkload] | None = None  # None: not worked out yet
         self.base: _Base | None = None
+        self.shape: tuple[dict, dict] | None = None  # the last pass's (ancestors, limits), see filed
 
     def filed(
         self,
@@ -87,6 +88,7 @@ class _Carry:
         limit: dict[str, int],
         now: float,
     ) -> Filed | None:
+        shape, self.shape = self.shape, (ancestors, limit)
         change = self._change(running) if type(running) is tuple and type(nodes) is tuple else None
         if change is None:
             self.running, self.members, self.base = running if type(running) is tuple else (), None, None
@@ -94,7 +96,12 @@ class _Carry:
         gone, added = change
         base = self.base
         if base is None or not (base.fits(ancestors, limit, now) and base.advance(gone, added, now)):
-            base = _Base(ancestors, limit, now)  # filed anew from its members
+            # filed anew from its members; not for a budget tree read anew every pass (its shape
+            # is new every time, so a carry would be filed anew every time)
+            if shape is None or shape[0] is not ancestors or shape[1] is not limit:
+                self.running, self.members, self.base = running, None, None
+                return None
+            base = _Base(ancestors, limit, now)
             if not base.add_all(running):
                 self.running, self.members, self.base = running, None, None
                 return None

@@ -274,3 +274,15 @@ def test_the_same_objects_in_another_order_or_twice_are_filed_as_afresh():
             assert summary(plan(state, engine.now, config)) == summary(afresh(state, engine.now, config))
             engine.now += 10.0
     assert counts["carried"]
+
+
+def test_a_budget_tree_read_anew_every_pass_is_not_carried():
+    engine, config = MiniEngine(6), CONFIGS["fairshare"]
+    with counted() as counts:
+        for _ in range(10):
+            state = replace(engine.snapshot(), tree=tuple(replace(spec) for spec in TREE))
+            result = plan(state, engine.now, config)
+            assert summary(result) == summary(afresh(state, engine.now, config))
+            engine.apply(result)
+            engine.advance()
+    assert counts["carried"] == 0
