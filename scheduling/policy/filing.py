@@ -169,7 +169,7 @@ class _Base:
         self.index = FreeIndex()
 
     def fits(self, ancestors: dict, limit: dict, now: float) -> bool:
-        return ancestors is self.ancestors and limit is self.limit and not now < self.now
+        return ancestors is self.ancestors and limit is self.limit and now >= self.now  # (not NaN)
 
     def add_all(self, running: tuple) -> bool:
         add = self.add

@@ -190,6 +190,8 @@ class _Pass(Preempting, Explaining):
         return [StaticQueue((w for queue in groups.values() for w in queue), key)]
 
     def _index(self) -> None:
+        """File the running work onto nodes, candidates and limits: carried over from the pass
+        before when the caller passes the same running objects again (filing.py), else afresh."""
         snapshot, tree = self.snapshot, self.tree
         healthy, capacity, self.sizes, self.gpu_types = _node_facts(snapshot.nodes)
         self.reserved = FreeIndex()
