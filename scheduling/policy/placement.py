@@ -109,6 +109,11 @@ class FreeIndex:
             if name in self.free:
                 self._set(name, min(self.free[name] + gpus, self.spec[name].gpus))
 
+    def set_free(self, name: str, free: int) -> None:
+        """File ``name`` at ``free`` free GPUs (for a carried index: see filing.py)."""
+        if self.free[name] != free:
+            self._set(name, free)
+
     def _set(self, name: str, free: int) -> None:
         node = self.spec[name]
         old = self.free[name]

@@ -25,6 +25,7 @@ from types import MappingProxyType
 
 from scheduling.policy import reasons
 from scheduling.policy.explaining import Explaining
+from scheduling.policy.filing import Filed, carried
 from scheduling.policy.memo import ByIdentity
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preempting import Preempting
@@ -194,9 +195,24 @@ class _Pass(Preempting, Explaining):
         return [StaticQueue((w for queue in groups.values() for w in queue), key)]
 
     def _index(self) -> None:
-        healthy, capacity, self.sizes, self.gpu_types = _node_facts(self.snapshot.nodes)
-        free = dict(capacity)
+        """File the running work onto nodes, candidates and limits: carried over from the pass
+        before when the caller passes the same running objects again (filing.py), else afresh."""
+        snapshot, tree = self.snapshot, self.tree
+        healthy, capacity, self.sizes, self.gpu_types = _node_facts(snapshot.nodes)
         self.reserved = FreeIndex()
+        self.unshielded: dict[str, list[RunningWorkload]] = {}  # see Preempting._unshielded
+        self.clearable: dict[int, object] = {}  # see Preempting._clearable
+        self.node_needs: dict[str, frozenset | None] | None = None  # see Preempting._node_needs
+        filed = carried(
+            snapshot.running, snapshot.nodes, healthy, capacity, tree.ancestors, tree.limit, self.now
+        )
+        if filed is None:
+            filed = self._file(healthy, capacity)
+        self.occupants, self.candidates, self.used, self.index, self.start_index = filed
+
+    def _file(self, healthy: list, capacity: dict[str, int]) -> Filed:
+        """File the running work afresh: (occupants, candidates, used, index, start index)."""
+        free = dict(capacity)
         occupants: dict[str, list[RunningWorkload]] = {}
         # (allocation, funded) -> running work that may become a victim, least work lost first
         candidates: dict[tuple[str, bool], list[RunningWorkload]] = {}
@@ -224,18 +240,14 @@ class _Pass(Preempting, Explaining):
                     candidates[key] = [workload]
                 else:
                     victims.append(workload)
-        self.occupants, self.candidates, self.used = occupants, candidates, used
-        self.unshielded: dict[str, list[RunningWorkload]] = {}  # see Preempting._unshielded
-        self.clearable: dict[int, object] = {}  # see Preempting._clearable
-        self.node_needs: dict[str, frozenset | None] | None = None  # see Preempting._node_needs
-        self.index = FreeIndex.filed(healthy, free)  # each node filed once, at what is left free
+        index = FreeIndex.filed(healthy, free)  # each node filed once, at what is left free
 
         def work_lost(workload: RunningWorkload) -> tuple[float, int]:  # _work_lost, inlined
             return (0.0 if workload.resumable else workload.gpus * (now - workload.started_at), workload.id)
 
         for running in candidates.values():
             running.sort(key=work_lost)
-        self.start_index = self.index.copy()  # what was free before this pass took anything
+        return occupants, candidates, used, index, index.copy()  # the copy: free before this pass
 
     def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:
         """GPU-seconds a preemption throws away (0 for resumable work: it resumes), then id."""

@@ -1,0 +1,295 @@
+"""Running work filed for a pass, carried over from the pass before (``planner._Pass._index``).
+
+A pass files every running workload: onto its nodes (occupants, free GPUs, the ``FreeIndex``),
+into preemption candidates per (allocation, funded) with the least work lost first, and into the
+GPUs used under concurrency limits. A caller that plans one cluster over and over (the simulator,
+~50,000 passes a month) passes the same frozen ``RunningWorkload`` objects from pass to pass, in
+start order, give or take the few that started or ended since. ``carried`` keeps what the last
+pass filed, as it was *before that pass changed any of it*, files only the difference and hands
+the pass copies, which it changes freely (starts, evictions, reservations).
+
+Exactly what filing afresh gives, not an approximation:
+
+- Workloads are told apart by identity. The running tuple is matched against the last one in
+  order: what is not matched is taken off, and what follows the last match is filed at the end,
+  so every node's occupants (and work of equal keys among the candidates) stay in the tuple's
+  order, however it changed. A large change
+  (a live pass reads new objects every time) or a workload there twice is None: the caller files
+  afresh, and the carry starts again from those objects.
+- Free GPUs: afresh, each node's size less each placement in turn, clamped at 0; with whole,
+  non-negative GPU counts (else not carried) that is ``max(0, size - GPUs placed)``.
+- Candidates: resumable work loses 0.0, so it comes first, in id order (kept sorted as it
+  changes); the rest loses ``gpus * (now - started_at) > 0`` (gpus > 0, else not carried), which
+  moves with ``now``, so it is sorted again each pass, from start order as afresh (a stable sort).
+- Work started at or after ``now`` is no candidate yet; when one becomes one, ``now`` goes back or
+  the budget tree's shape changes, the carry is filed anew from its members (a new nodes tuple
+  only files the free GPUs anew).
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left, insort
+from itertools import compress, count, repeat
+from operator import attrgetter, is_, is_not
+
+from scheduling.policy.placement import FreeIndex
+from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
+
+Occupants = dict[str, list[RunningWorkload]]
+Candidates = dict[tuple[str, bool], list[RunningWorkload]]
+Filed = tuple[Occupants, Candidates, dict[str, int], FreeIndex, FreeIndex]
+
+_BY_ID = attrgetter("id")
+_FOUND_WITHIN = 8  # a carried tuple starts with one of the last one's first few workloads
+_LOCAL = threading.local()  # one carry per thread: a pass changes nothing another thread reads
+
+
+def carried(
+    running: tuple[RunningWorkload, ...],
+    nodes: tuple[ClusterNodeSpec, ...],
+    healthy: list[ClusterNodeSpec],
+    capacity: dict[str, int],
+    ancestors: dict[str, tuple[str, ...]],
+    limit: dict[str, int],
+    now: float,
+) -> Filed | None:
+    """(occupants, candidates, used, index, start index) for ``running`` on ``nodes`` (whose
+    healthy nodes and their sizes are given), as filing afresh gives them: copies the pass may
+    change. None when they cannot be carried over: the caller files afresh."""
+    carry = getattr(_LOCAL, "carry", None)
+    if carry is None:
+        carry = _LOCAL.carry = _Carry()
+    return carry.filed(running, nodes, healthy, capacity, ancestors, limit, now)
+
+
+def forget() -> None:
+    """Drop this thread's carry (the next pass files afresh); for tests and comparisons."""
+    _LOCAL.carry = None
+
+
+class _Carry:
+    """The last running tuple, its members by identity and, once a second pass shared them,
+    what was filed from them."""
+
+    def __init__(self) -> None:
+        self.running: tuple[RunningWorkload, ...] = ()
+        self.members: dict[int, RunningWorkload] | None = None  # None: not worked out yet
+        self.base: _Base | None = None
+        self.shape: tuple[dict, dict] | None = None  # the last pass's (ancestors, limits), see filed
+
+    def filed(
+        self,
+        running: tuple,
+        nodes: tuple,
+        healthy: list[ClusterNodeSpec],
+        capacity: dict[str, int],
+        ancestors: dict[str, tuple[str, ...]],
+        limit: dict[str, int],
+        now: float,
+    ) -> Filed | None:
+        shape, self.shape = self.shape, (ancestors, limit)
+        change = self._change(running) if type(running) is tuple and type(nodes) is tuple else None
+        if change is None:
+            self.running, self.members, self.base = running if type(running) is tuple else (), None, None
+            return None
+        gone, added = change
+        base = self.base
+        if base is None or not (base.fits(ancestors, limit, now) and base.advance(gone, added, now)):
+            # filed anew from its members; not for a budget tree read anew every pass (its shape
+            # is new every time, so a carry would be filed anew every time)
+            if shape is None or shape[0] is not ancestors or shape[1] is not limit:
+                self.running, self.members, self.base = running, None, None
+                return None
+            base = _Base(ancestors, limit, now)
+            if not base.add_all(running):
+                self.running, self.members, self.base = running, None, None
+                return None
+        if base.nodes is not nodes:
+            base.refile(nodes, healthy, capacity)
+        self.running, self.base = running, base
+        return base.hand_out(now)
+
+    def _change(self, running: tuple) -> tuple[list[RunningWorkload], tuple] | None:
+        """(workloads gone, in start order; workloads new, in order) since the last tuple, or None
+        when that is a large change (new objects, as a live pass reads them) or a workload is
+        there twice. ``running`` is matched against the last tuple greedily, by identity: what is
+        not matched is gone, and whatever follows the last match is new. That is exact in any
+        order: a workload that only moved is taken off and filed again where it now is."""
+        last = self.running
+        if running is last:
+            return [], ()
+        if not running or not last or not any(map(is_, last[:_FOUND_WITHIN], repeat(running[0]))):
+            return None  # (new objects, say): nothing to carry
+        most = 16 + len(running) // 2
+        gone: list[RunningWorkload] = []
+        at = done = 0  # running[:at] is last[:done] less ``gone``
+        while done < len(last):
+            mismatch = next(compress(count(), map(is_not, running[at:], last[done:])), None)
+            if mismatch is None:  # one of them ran out
+                matched = min(len(running) - at, len(last) - done)
+                at, done = at + matched, done + matched
+                gone += last[done:]
+                break
+            at, done = at + mismatch, done + mismatch + 1
+            gone.append(last[done - 1])
+            if len(gone) > most:
+                return None
+        added = running[at:]
+        if len(gone) + len(added) > most:
+            return None
+        members = self.members
+        if members is None:
+            members = dict(zip(map(id, last), last, strict=True))
+            if len(members) != len(last):
+                return None
+        for workload in gone:
+            del members[id(workload)]
+        new = set(map(id, added))
+        if len(new) != len(added) or not members.keys().isdisjoint(new):
+            self.members = None
+            return None
+        members.update(zip(map(id, added), added, strict=True))
+        self.members = members
+        return gone, added
+
+
+class _Base:
+    """What a pass files from the running work, before the pass changes anything."""
+
+    def __init__(self, ancestors: dict[str, tuple[str, ...]], limit: dict[str, int], now: float) -> None:
+        self.ancestors, self.limit, self.now = ancestors, limit, now
+        self.occupants: Occupants = {}
+        self.load: dict[str, int] = {}  # node -> GPUs placed on it
+        self.used: dict[str, int] = dict.fromkeys(limit, 0)
+        # (allocation, funded) -> (resumable candidates in id order, the others in start order)
+        self.groups: dict[tuple[str, bool], tuple[list, list]] = {}
+        self.waiting: list[RunningWorkload] = []  # started at or after ``now``: no candidates yet
+        self.nodes: tuple | None = None
+        self.index = FreeIndex()
+
+    def fits(self, ancestors: dict, limit: dict, now: float) -> bool:
+        return ancestors is self.ancestors and limit is self.limit and now >= self.now  # (not NaN)
+
+    def add_all(self, running: tuple) -> bool:
+        add = self.add
+        return all(map(add, running))
+
+    def advance(self, gone: list[RunningWorkload], added: tuple, now: float) -> bool:
+        """Take off what is gone and file what is new, at ``now``; False: file anew instead."""
+        remove = self.remove
+        for workload in gone:
+            remove(workload)
+        if self.waiting and any(workload.started_at < now for workload in self.waiting):
+            return False  # a candidate now, placed among the others in start order: file anew
+        self.now = now
+        add = self.add
+        return all(map(add, added))
+
+    def add(self, workload: RunningWorkload) -> bool:
+        """File ``workload`` (False, filing nothing, for GPU counts the carry cannot sum exactly)."""
+        gpus = workload.gpus
+        if type(gpus) is not int or gpus <= 0:
+            return False
+        for _, placed in workload.placement:
+            if type(placed) is not int or placed < 0:
+                return False
+        occupants, load, index = self.occupants, self.load, self.index
+        free = index.free
+        for name, placed in workload.placement:
+            here = occupants.get(name)
+            if here is None:
+                occupants[name] = [workload]
+            else:
+                here.append(workload)
+            total = load[name] = load.get(name, 0) + placed
+            if name in free:
+                index.set_free(name, max(0, index.spec[name].gpus - total))
+        self._count(workload, gpus)
+        if workload.started_at < self.now:
+            self._enlist(workload)
+        else:
+            self.waiting.append(workload)
+        return True
+
+    def remove(self, workload: RunningWorkload) -> None:
+        occupants, load, index = self.occupants, self.load, self.index
+        free = index.free
+        for name, placed in workload.placement:
+            here = occupants[name]
+            _drop(here, workload)
+            if not here:
+                del occupants[name]
+            total = load[name] = load[name] - placed
+            if name in free:
+                index.set_free(name, max(0, index.spec[name].gpus - total))
+        self._count(workload, -workload.gpus)
+        if not workload.started_at < self.now:
+            _drop(self.waiting, workload)
+            return
+        key = (workload.allocation, workload.funded)
+        resumable, others = self.groups[key]
+        if workload.resumable:  # found by id first: a group may hold hundreds
+            del resumable[_at(resumable, workload, bisect_left(resumable, workload.id, key=_BY_ID))]
+        else:
+            _drop(others, workload)
+        if not (resumable or others):
+            del self.groups[key]
+
+    def _count(self, workload: RunningWorkload, gpus: int) -> None:
+        used = self.used
+        if used:
+            for path in self.ancestors.get(workload.allocation, ()):
+                if path in used:
+                    used[path] += gpus
+
+    def _enlist(self, workload: RunningWorkload) -> None:
+        key = (workload.allocation, workload.funded)
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = ([], [])
+        if workload.resumable:
+            insort(group[0], workload, key=_BY_ID)  # after equal ids: those started earlier
+        else:
+            group[1].append(workload)
+
+    def refile(self, nodes: tuple, healthy: list[ClusterNodeSpec], capacity: dict[str, int]) -> None:
+        """File the free GPUs of ``nodes`` (its healthy ones, with their sizes) anew."""
+        load = self.load
+        free = {name: max(0, size - load.get(name, 0)) for name, size in capacity.items()}
+        self.index = FreeIndex.filed(healthy, free)
+        self.nodes = nodes
+
+    def hand_out(self, now: float) -> Filed:
+        """Copies for a pass at ``now`` (the pass changes them; this base stays as it is)."""
+        occupants = self.occupants
+
+        def work_lost(workload: RunningWorkload) -> tuple[float, int]:  # planner's, for work not resumable
+            return (workload.gpus * (now - workload.started_at), workload.id)
+
+        candidates: Candidates = {}
+        for key, (resumable, others) in self.groups.items():
+            if others:
+                candidates[key] = resumable + sorted(others, key=work_lost)
+            else:
+                candidates[key] = resumable[:]
+        return (
+            dict(zip(occupants, map(list, occupants.values()), strict=True)),
+            candidates,
+            dict(self.used),
+            self.index.copy(),
+            self.index.copy(),
+        )
+
+
+def _drop(items: list, item: object) -> None:
+    """Remove ``item`` itself (not an equal one) from ``items``."""
+    del items[_at(items, item)]
+
+
+def _at(items: list, item: object, start: int = 0) -> int:
+    """Where ``item`` itself is in ``items``."""
+    for position in range(start, len(items)):
+        if items[position] is item:
+            return position
+    raise ValueError("not filed")
