@@ -358,7 +358,9 @@ class Explaining:
         if self.profile is None:
             nodes = [node for node in self.snapshot.nodes if node.healthy]
             preemptive = self.fairshare and self.config.preemption
-            self.profile = ReleaseProfile(nodes, free, self.occupants, self.now, preemptive)
+            self.profile = ReleaseProfile(
+                nodes, free, self.occupants, self.now, preemptive, self.release_keys, self.touched
+            )
         elif self.touched:
             self.profile.refresh(self.touched, free, self.occupants)
         self.touched.clear()

@@ -38,7 +38,9 @@ from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
 
 Occupants = dict[str, list[RunningWorkload]]
 Candidates = dict[tuple[str, bool], list[RunningWorkload]]
-Filed = tuple[Occupants, Candidates, dict[str, int], FreeIndex, FreeIndex]
+# node -> what ``reservation.ReleaseProfile`` worked out from its occupants alone (see there)
+ReleaseKeys = dict[str, tuple[float, float] | None]
+Filed = tuple[Occupants, Candidates, dict[str, int], FreeIndex, FreeIndex, ReleaseKeys | None]
 
 _BY_ID = attrgetter("id")
 _FOUND_WITHIN = 8  # a carried tuple starts with one of the last one's first few workloads
@@ -167,6 +169,9 @@ class _Base:
         self.waiting: list[RunningWorkload] = []  # started at or after ``now``: no candidates yet
         self.nodes: tuple | None = None
         self.index = FreeIndex()
+        # Filled by the passes' release profiles for nodes they did not change, emptied here for a
+        # node whenever its occupants change: it depends on nothing else (reservation.py).
+        self.release_keys: ReleaseKeys = {}
 
     def fits(self, ancestors: dict, limit: dict, now: float) -> bool:
         return ancestors is self.ancestors and limit is self.limit and now >= self.now  # (not NaN)
@@ -194,9 +199,10 @@ class _Base:
         for _, placed in workload.placement:
             if type(placed) is not int or placed < 0:
                 return False
-        occupants, load, index = self.occupants, self.load, self.index
+        occupants, load, index, keys = self.occupants, self.load, self.index, self.release_keys
         free = index.free
         for name, placed in workload.placement:
+            keys.pop(name, None)
             here = occupants.get(name)
             if here is None:
                 occupants[name] = [workload]
@@ -213,9 +219,10 @@ class _Base:
         return True
 
     def remove(self, workload: RunningWorkload) -> None:
-        occupants, load, index = self.occupants, self.load, self.index
+        occupants, load, index, keys = self.occupants, self.load, self.index, self.release_keys
         free = index.free
         for name, placed in workload.placement:
+            keys.pop(name, None)
             here = occupants[name]
             _drop(here, workload)
             if not here:
@@ -259,6 +266,7 @@ class _Base:
         free = {name: max(0, size - load.get(name, 0)) for name, size in capacity.items()}
         self.index = FreeIndex.filed(healthy, free)
         self.nodes = nodes
+        self.release_keys.clear()
 
     def hand_out(self, now: float) -> Filed:
         """Copies for a pass at ``now`` (the pass changes them; this base stays as it is)."""
@@ -279,6 +287,7 @@ class _Base:
             dict(self.used),
             self.index.copy(),
             self.index.copy(),
+            self.release_keys,  # shared: a pass adds only what holds for this base
         )
 
 

@@ -208,10 +208,11 @@ class _Pass(Preempting, Explaining):
         )
         if filed is None:
             filed = self._file(healthy, capacity)
-        self.occupants, self.candidates, self.used, self.index, self.start_index = filed
+        self.occupants, self.candidates, self.used, self.index, self.start_index, self.release_keys = filed
 
     def _file(self, healthy: list, capacity: dict[str, int]) -> Filed:
-        """File the running work afresh: (occupants, candidates, used, index, start index)."""
+        """File the running work afresh: (occupants, candidates, used, index, start index, no
+        release keys)."""
         free = dict(capacity)
         occupants: dict[str, list[RunningWorkload]] = {}
         # (allocation, funded) -> running work that may become a victim, least work lost first
@@ -247,7 +248,7 @@ class _Pass(Preempting, Explaining):
 
         for running in candidates.values():
             running.sort(key=work_lost)
-        return occupants, candidates, used, index, index.copy()  # the copy: free before this pass
+        return occupants, candidates, used, index, index.copy(), None  # the copy: free before this pass
 
     def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:
         """GPU-seconds a preemption throws away (0 for resumable work: it resumes), then id."""

@@ -47,7 +47,12 @@ class ReleaseProfile:
         occupants: Mapping[str, Sequence[RunningWorkload]],
         now: float,
         preemptive: bool = True,
+        keys: dict[str, tuple[float, float] | None] | None = None,
+        changed: Iterable[str] = (),
     ) -> None:
+        """``keys``: what earlier profiles worked out per node from its occupants alone (see
+        ``_key``), kept by the caller while those occupants stay; ``changed``: the nodes whose
+        occupants changed since (their keys are not read, nor written)."""
         self.now = now
         self.preemptive = preemptive
         self.nodes = {node.name: node for node in nodes if node.name in free}
@@ -55,12 +60,19 @@ class ReleaseProfile:
         self.whole_at: dict[str, float] = {}  # time_for[name][size], when asked for alone (_whole)
         self.state: dict[str, tuple[int, Sequence[RunningWorkload] | None]] = {}  # free, occupants
         self.candidates: dict[str | None, list[ClusterNodeSpec]] = {}  # per GPU type (None: any)
-        self.refresh(self.nodes, free, occupants)
+        self.keys = keys
+        self.changed = set(changed)
+        self._note(self.nodes, free, occupants)
 
     def refresh(self, names: Iterable[str], free: Mapping[str, int], occupants: Mapping) -> None:
         """Recompute the given nodes (after work started on them or left them). What a node's
         times are made of is noted now and they are worked out when first asked for: the caller
         refreshes every node whose occupants changed before it asks again (``earliest``)."""
+        names = list(names)
+        self.changed.update(names)
+        self._note(names, free, occupants)
+
+    def _note(self, names: Iterable[str], free: Mapping[str, int], occupants: Mapping) -> None:
         nodes, state, on_node = self.nodes, self.state, occupants.get
         time_for, whole_at = self.time_for, self.whole_at
         for name in names:
@@ -82,6 +94,7 @@ class ReleaseProfile:
         order of the others; when it holds less, never."""
         now, preemptive = self.now, self.preemptive
         whole_at, time_for, state = self.whole_at, self.time_for, self.state
+        keys, changed = self.keys, self.changed
         found = []
         for node in nodes:
             name, size = node.name, node.gpus
@@ -90,6 +103,16 @@ class ReleaseProfile:
                 times = time_for.get(name)
                 if times is not None:
                     whole = times[size]
+                elif keys is not None and name not in changed:
+                    key = keys.get(name, _UNKNOWN)
+                    if key is _UNKNOWN:
+                        left, here = state[name]
+                        key = keys[name] = _key(name, size, left, here)
+                    if key is None:
+                        whole = self._times(node)[size]
+                    else:
+                        latest = key[0] if preemptive else key[1]
+                        whole = whole_at[name] = latest if latest >= now else now
                 else:
                     left, here = state[name]
                     if 0 <= left < size and here:
@@ -217,6 +240,41 @@ class ReleaseProfile:
         if len(everything) < count:
             return INFINITE, ()
         return everything[count - 1][0], tuple(sorted(name for _, name in everything[:count]))
+
+
+_UNKNOWN = object()
+
+
+def _key(
+    name: str, size: int, left: int, here: Sequence[RunningWorkload] | None
+) -> tuple[float, float] | None:
+    """What decides when ``name`` is wholly free, from its occupants alone (``now`` aside):
+    (latest of the funded work's min(expected end, protected until), latest expected end), so
+    that it is wholly free at max(now, the first) when waiters may preempt, else at max(now, the
+    second) (``release_at``, clamped as ``_wholes`` clamps it); (inf, inf) when its work holds
+    less than it lacks (never); None when that does not settle it (work it out in full)."""
+    if not (0 <= left < size and here):
+        return None
+    total, preempting, declared = left, -INFINITE, -INFINITE
+    for workload in here:
+        end = workload.expected_end
+        if end is None:
+            end = INFINITE
+        if end > declared:
+            declared = end
+        if workload.funded:
+            protected = workload.protected_until
+            held = end if end < protected else protected
+            if held > preempting:
+                preempting = held
+        for placed, gpus in workload.placement:
+            if placed == name:
+                if gpus <= 0:
+                    return None
+                total += gpus
+    if total == size:
+        return (preempting, declared)
+    return (INFINITE, INFINITE) if total < size else None
 
 
 def _times_per_count(size: int, free: int, events: list[tuple[float, int]], now: float) -> list[float]:

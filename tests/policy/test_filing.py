@@ -286,3 +286,25 @@ def test_a_budget_tree_read_anew_every_pass_is_not_carried():
             engine.apply(result)
             engine.advance()
     assert counts["carried"] == 0
+
+
+def test_a_reservation_sees_at_once_that_the_work_on_a_node_left_since_the_pass_before():
+    """When each node is wholly free is kept from pass to pass (reservation.py); once its work
+    ends, the waiting gang's reservation counts that node as free now, not when the work would
+    have released it."""
+    filing.forget()
+    cluster = nodes(3)  # n0, n1, n2: 8 GPUs each, one domain
+    held = [
+        running(
+            i, "org/b", {f"n{i}": 8}, protected_until=NOW + (5 + i) * HOUR, expected_end=NOW + (5 + i) * HOUR
+        )
+        for i in range(3)
+    ]
+    gang = pending(10, "org/a", 16)
+    config = CONFIGS["fairshare"]
+    for work in (held, held, [held[0], held[2]]):  # the last pass: n1's work has ended
+        state = snapshot(TREE, cluster, run=work, queue=[gang])
+        result = plan(state, NOW, config)
+        assert summary(result) == summary(afresh(state, NOW, config))
+    (reservation,) = result.reservations
+    assert (reservation.nodes, reservation.start_at) == (("n0", "n1"), NOW + 5 * HOUR)
