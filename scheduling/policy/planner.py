@@ -138,6 +138,7 @@ class _Pass(Preempting, Explaining):
             tuple[str, str], list[PendingWorkload]
         ] = {}  # (allocation, user) -> started
         self.keys: dict[tuple, tuple] = {}  # outcome keys, interned
+        self.preemptible: tuple | None = None  # (relief, what _preemptible found then)
         # Every workload the last walk tried before its last start started: the walk from that
         # start on saw the state a settling walk would start from, in the order it would see it.
         self.tail_repeats = False
@@ -458,12 +459,12 @@ class _Pass(Preempting, Explaining):
         if not self.config.preemption or self.config.ordering == "fifo":
             return True
         if not self.fairshare:
-            lowest = min((v.priority for running in self.candidates.values() for v in running), default=None)
-            return lowest is None or all(w.priority <= lowest for w in queue.remaining())
+            lowest = self._preemptible()
+            return lowest is None or all(w.priority <= lowest for w in queue.queued())
         waiting = [allocation for allocation in queue.allocations() if allocation in self.tree.funded]
-        open_groups = [
-            key for key, running in self.candidates.items() if any(map(self._unprotected, running))
-        ]
+        if not waiting:
+            return True
+        open_groups = self._preemptible()
         if any(not funded for _, funded in open_groups):
             return not waiting
         return not any(
@@ -471,6 +472,19 @@ class _Pass(Preempting, Explaining):
             for allocation in waiting
             for victim_allocation, _ in open_groups
         )
+
+    def _preemptible(self):  # noqa: ANN202 - a list of keys (fair share) or a priority
+        """Fair share: the candidate groups (allocation, funded) with work past its protection;
+        else the lowest priority of any candidate (None: none). Kept until an eviction (relief)."""
+        known = self.preemptible
+        if known is not None and known[0] == self.relief:
+            return known[1]
+        if self.fairshare:
+            found = [key for key, running in self.candidates.items() if any(map(self._unprotected, running))]
+        else:
+            found = min((v.priority for running in self.candidates.values() for v in running), default=None)
+        self.preemptible = (self.relief, found)
+        return found
 
     def _unprotected(self, workload: RunningWorkload) -> bool:
         return not (self.config.contract and workload.funded and workload.protected_until > self.now)
