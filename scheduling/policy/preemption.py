@@ -42,15 +42,26 @@ class VictimPool:
         self.whole_nodes: dict[tuple[str, int], int] = {}  # (type, size) -> nodes that could be free
         self.clearable: list[tuple[int, str, list[RunningWorkload]]] = []  # (worst rank, node, victims)
         self.usable: dict[tuple[int, str | None], dict] = {}  # (node size, gpu type) -> usable nodes
+        rank, free, best = self.rank, index.free, self.best_one_node
         for name in sorted(freeable):
             spec = index.spec[name]
-            total = index.free[name] + freeable[name]
-            self.best_one_node[spec.gpu_type] = max(self.best_one_node.get(spec.gpu_type, 0), total)
+            total = free[name] + freeable[name]
+            known = best.get(spec.gpu_type)
+            if known is None or total > known:
+                best[spec.gpu_type] = total
             on_node = occupants.get(name, ())
-            if index.free[name] < spec.gpus and on_node and all(o.id in self.rank for o in on_node):
-                key = (spec.gpu_type, spec.gpus)
-                self.whole_nodes[key] = self.whole_nodes.get(key, 0) + 1
-                self.clearable.append((max(self.rank[o.id] for o in on_node), name, list(on_node)))
+            if free[name] < spec.gpus and on_node:
+                worst = -1  # the last in preemption order of what runs there, if all of it may go
+                for occupant in on_node:
+                    at = rank.get(occupant.id)
+                    if at is None:
+                        break
+                    if at > worst:
+                        worst = at
+                else:
+                    key = (spec.gpu_type, spec.gpus)
+                    self.whole_nodes[key] = self.whole_nodes.get(key, 0) + 1
+                    self.clearable.append((worst, name, list(on_node)))
         for (kind, size, _), names in index.whole.items():
             self.whole_nodes[(kind, size)] = self.whole_nodes.get((kind, size), 0) + len(names)
 
