@@ -6,7 +6,8 @@ GPUs used under concurrency limits. A caller that plans one cluster over and ove
 ~50,000 passes a month) passes the same frozen ``RunningWorkload`` objects from pass to pass, in
 start order, give or take the few that started or ended since. ``carried`` keeps what the last
 pass filed, as it was *before that pass changed any of it*, files only the difference and hands
-the pass copies, which it changes freely (starts, evictions, reservations).
+the pass copies, which it changes freely (starts, evictions, reservations); each node's list of
+occupants is handed as it is, and the pass replaces a node's list rather than change it.
 
 Exactly what filing afresh gives, not an approximation:
 
@@ -56,9 +57,11 @@ def carried(
     limit: dict[str, int],
     now: float,
 ) -> Filed | None:
-    """(occupants, candidates, used, index, start index) for ``running`` on ``nodes`` (whose
-    healthy nodes and their sizes are given), as filing afresh gives them: copies the pass may
-    change. None when they cannot be carried over: the caller files afresh."""
+    """(occupants, candidates, used, index, start index, release keys) for ``running`` on
+    ``nodes`` (whose healthy nodes and their sizes are given), as filing afresh gives them:
+    copies the pass may change, but for each node's occupant list (replaced, never changed in
+    place) and the release keys (shared, see reservation.py). None when they cannot be carried
+    over: the caller files afresh."""
     carry = getattr(_LOCAL, "carry", None)
     if carry is None:
         carry = _LOCAL.carry = _Carry()
@@ -282,7 +285,7 @@ class _Base:
             else:
                 candidates[key] = resumable[:]
         return (
-            dict(zip(occupants, map(list, occupants.values()), strict=True)),
+            dict(occupants),  # the lists themselves: a pass changes a node's list only in a copy
             candidates,
             dict(self.used),
             self.index.copy(),

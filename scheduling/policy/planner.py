@@ -611,9 +611,11 @@ class _Pass(Preempting, Explaining):
             self.tree.charge(workload.allocation, workload.user, workload.gpus * self.charge_s)
 
     def _occupy_new(self, workload: RunningWorkload) -> None:
-        needs = self.node_needs
+        needs, occupants = self.node_needs, self.occupants
         for name, _ in workload.placement:
-            self.occupants.setdefault(name, []).append(workload)
+            here = occupants.get(name)
+            # a node's list may be the carried filing's own (filing.py): changed only in a copy
+            occupants[name] = [workload] if here is None else [*here, workload]
             self.touched.add(name)
             if needs is not None:
                 needs[name] = None  # work started now is never preempted in this pass

@@ -318,15 +318,18 @@ class Preempting:
         self._recount([name for name, _ in victim.placement])
         needs = self.node_needs
         for name, _ in victim.placement:
-            here = self.occupants[name]
-            here.remove(victim)
+            # a copy without it (the list may be the carried filing's own; equal is not enough)
+            here = self.occupants[name] = [
+                occupant for occupant in self.occupants[name] if occupant is not victim
+            ]
             self.touched.add(name)
             if needs is not None:
                 if here:
                     needs[name] = self._node_need(here)
                 else:
                     needs.pop(name, None)
-        self.candidates[(victim.allocation, victim.funded)].remove(victim)
+        group = self.candidates[(victim.allocation, victim.funded)]
+        del group[next(at for at, candidate in enumerate(group) if candidate is victim)]
         if victim.funded:
             self.unshielded.pop(victim.allocation, None)
         for path in self.tree.ancestors.get(victim.allocation, ()):
