@@ -473,7 +473,7 @@ class _Pass(Preempting, Explaining):
             for victim_allocation, _ in open_groups
         )
 
-    def _preemptible(self):  # noqa: ANN202 - a list of keys (fair share) or a priority
+    def _preemptible(self) -> list[tuple[str, bool]] | int | None:
         """Fair share: the candidate groups (allocation, funded) with work past its protection;
         else the lowest priority of any candidate (None: none). Kept until an eviction (relief)."""
         known = self.preemptible
