@@ -227,7 +227,7 @@ class _Base:
         for name, placed in workload.placement:
             keys.pop(name, None)
             here = occupants[name]
-            _drop(here, workload)
+            drop_identical(here, workload)
             if not here:
                 del occupants[name]
             total = load[name] = load[name] - placed
@@ -235,14 +235,14 @@ class _Base:
                 index.set_free(name, max(0, index.spec[name].gpus - total))
         self._count(workload, -workload.gpus)
         if not workload.started_at < self.now:
-            _drop(self.waiting, workload)
+            drop_identical(self.waiting, workload)
             return
         key = (workload.allocation, workload.funded)
         resumable, others = self.groups[key]
         if workload.resumable:  # found by id first: a group may hold hundreds
             del resumable[_at(resumable, workload, bisect_left(resumable, workload.id, key=_BY_ID))]
         else:
-            _drop(others, workload)
+            drop_identical(others, workload)
         if not (resumable or others):
             del self.groups[key]
 
@@ -294,8 +294,9 @@ class _Base:
         )
 
 
-def _drop(items: list, item: object) -> None:
-    """Remove ``item`` itself (not an equal one) from ``items``."""
+def drop_identical(items: list, item: object) -> None:
+    """Remove ``item`` itself (not an equal one) from ``items``: frozen dataclasses compare
+    field by field, which is slow, and an equal twin is not the same workload."""
     del items[_at(items, item)]
 
 

@@ -3,6 +3,7 @@ preempt, in which order, and what happens to the victims. Mixed into the pass (p
 
 from __future__ import annotations
 
+from scheduling.policy.filing import drop_identical
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preemption import VictimPool, choose_victims
 from scheduling.policy.replay import as_pending, single_type
@@ -328,8 +329,7 @@ class Preempting:
                     needs[name] = self._node_need(here)
                 else:
                     needs.pop(name, None)
-        group = self.candidates[(victim.allocation, victim.funded)]
-        del group[next(at for at, candidate in enumerate(group) if candidate is victim)]
+        drop_identical(self.candidates[(victim.allocation, victim.funded)], victim)
         if victim.funded:
             self.unshielded.pop(victim.allocation, None)
         for path in self.tree.ancestors.get(victim.allocation, ()):

@@ -189,16 +189,24 @@ def test_carried_filing_plans_exactly_what_filing_afresh_plans_pass_after_pass(o
         assert preempted  # the run exercised evictions from copies of the carried candidates
 
 
-def test_a_live_pass_reads_new_objects_every_time_and_files_them_afresh():
-    config, engine = CONFIGS["fairshare"], MiniEngine(4)
+def replayed(engine: MiniEngine, config: PolicyConfig, passes: int, reread) -> dict[str, int]:
+    """Plan ``passes`` passes of ``engine``, each from ``reread(snapshot)``, checking every plan
+    against the snapshot filed afresh; the counts of carried and afresh filings."""
     with counted() as counts:
-        for _ in range(20):
+        for _ in range(passes):
             state = engine.snapshot()
-            fresh = replace(state, running=tuple(replace(workload) for workload in state.running))
-            result = plan(fresh, engine.now, config)
+            result = plan(reread(state), engine.now, config)
             assert summary(result) == summary(afresh(state, engine.now, config))
             engine.apply(result)
             engine.advance()
+    return counts
+
+
+def test_a_live_pass_reads_new_objects_every_time_and_files_them_afresh():
+    def new_objects(state):
+        return replace(state, running=tuple(replace(workload) for workload in state.running))
+
+    counts = replayed(MiniEngine(4), CONFIGS["fairshare"], 20, new_objects)
     assert counts["carried"] == 0
 
 
@@ -277,14 +285,10 @@ def test_the_same_objects_in_another_order_or_twice_are_filed_as_afresh():
 
 
 def test_a_budget_tree_read_anew_every_pass_is_not_carried():
-    engine, config = MiniEngine(6), CONFIGS["fairshare"]
-    with counted() as counts:
-        for _ in range(10):
-            state = replace(engine.snapshot(), tree=tuple(replace(spec) for spec in TREE))
-            result = plan(state, engine.now, config)
-            assert summary(result) == summary(afresh(state, engine.now, config))
-            engine.apply(result)
-            engine.advance()
+    def new_tree(state):
+        return replace(state, tree=tuple(replace(spec) for spec in TREE))
+
+    counts = replayed(MiniEngine(6), CONFIGS["fairshare"], 10, new_tree)
     assert counts["carried"] == 0
 
 
