@@ -185,13 +185,7 @@ class _Pass(Preempting, Explaining):
     def _make_queues(self, groups: dict[tuple[str, str], list[PendingWorkload]]) -> list:
         """Funded work first, then unfunded (fair share); or one static order."""
         if self.fairshare:
-            funded = self.tree.funded
-            return [
-                FairShareQueue(self.tree, {key: queue for key, queue in groups.items() if key[0] in funded}),
-                FairShareQueue(
-                    self.tree, {key: queue for key, queue in groups.items() if key[0] not in funded}
-                ),
-            ]
+            return FairShareQueue.funded_and_unfunded(self.tree, groups)
         key = priority_key if self.config.ordering == "priority" else submit_key
         return [StaticQueue((w for queue in groups.values() for w in queue), key)]
 

@@ -81,6 +81,30 @@ def swap_grouped(grouped: Grouped, old: PendingWorkload, new: PendingWorkload) -
     return groups, list(grouped[1])
 
 
+# allocation -> user -> that user's queue. A user's queue stays the caller's list (never changed
+# here) until the walk first takes from it or a victim is requeued into it: then it becomes a deque
+# of its own. A settling walk that leaves most queues untried thus copies only the few it serves.
+_ByAllocation = dict[AllocationPath, dict[str, deque[PendingWorkload] | list[PendingWorkload]]]
+
+
+def _by_allocation(
+    groups: dict[tuple[AllocationPath, str], list[PendingWorkload]],
+) -> tuple[_ByAllocation, dict[AllocationPath, int]]:
+    """``groups`` as allocation -> user -> queue (allocations and users in the groups' order), and
+    the workloads queued per allocation."""
+    by_allocation: _ByAllocation = {}
+    queued: dict[AllocationPath, int] = {}  # counted per allocation, not per (allocation, user)
+    for (allocation, user), queue in groups.items():
+        users = by_allocation.get(allocation)
+        if users is None:
+            by_allocation[allocation] = {user: queue}
+            queued[allocation] = len(queue)
+        else:
+            users[user] = queue
+            queued[allocation] += len(queue)
+    return by_allocation, queued
+
+
 class FairShareQueue:
     """Pending workloads grouped per (allocation, user), served in live Fair Tree order."""
 
@@ -88,28 +112,37 @@ class FairShareQueue:
         self, tree: FairTree, groups: dict[tuple[AllocationPath, str], list[PendingWorkload]]
     ) -> None:
         """``groups``: (allocation, user) -> workloads in (submitted_at, id) order (see ``group_pending``)."""
+        self._start(tree, *_by_allocation(groups))
+
+    @classmethod
+    def funded_and_unfunded(
+        cls, tree: FairTree, groups: dict[tuple[AllocationPath, str], list[PendingWorkload]]
+    ) -> list[FairShareQueue]:
+        """``[FairShareQueue(tree, funded groups), FairShareQueue(tree, the other groups)]``, from
+        one walk over ``groups`` (a pass builds both, once per walk)."""
+        by_allocation, queued = _by_allocation(groups)
+        funded, sides = tree.funded, ({}, {})
+        for allocation, users in by_allocation.items():  # (each side keeps the groups' order)
+            sides[allocation not in funded][allocation] = users
+        queues = []
+        for side in sides:
+            queue = cls.__new__(cls)
+            queue._start(tree, side, queued)
+            queues.append(queue)
+        return queues
+
+    def _start(self, tree: FairTree, by_allocation: _ByAllocation, queued: dict[AllocationPath, int]) -> None:
+        """Serve ``by_allocation``; ``queued``: allocation -> its workloads (for at least those)."""
         self.tree = tree
-        # A user's queue stays the caller's list (never changed here) until the walk first takes
-        # from it or a victim is requeued into it: then it becomes a deque of its own. A settling
-        # walk that leaves most queues untried thus copies only the few it serves.
-        by_allocation: dict[AllocationPath, dict[str, deque[PendingWorkload] | list[PendingWorkload]]] = {}
-        counts: dict[AllocationPath, int] = {}
-        queued: dict[AllocationPath, int] = {}  # counted per allocation, not per (allocation, user)
-        for (allocation, user), queue in groups.items():
-            users = by_allocation.get(allocation)
-            if users is None:
-                by_allocation[allocation] = {user: queue}
-                queued[allocation] = len(queue)
-            else:
-                users[user] = queue
-                queued[allocation] += len(queue)
         ancestors = tree.ancestors
+        counts: dict[AllocationPath, int] = {}
         total = 0
-        for allocation, count in queued.items():  # _count, inlined
+        for allocation in by_allocation:  # _count, inlined
+            count = queued[allocation]
             for node in ancestors[allocation]:
                 counts[node] = counts.get(node, 0) + count
             total += count
-        if queued:
+        if by_allocation:
             counts[ROOT] = total
         self.by_allocation, self.counts = by_allocation, counts
         self.current: tuple[AllocationPath, str, deque[PendingWorkload]] | None = None

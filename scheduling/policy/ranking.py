@@ -26,7 +26,8 @@ the next pass starts from the standing this pass ended with (no flip-flop betwee
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Mapping
 
 from scheduling.policy.memo import ByIdentity
 from scheduling.policy.types import AllocationPath, BudgetNodeSpec, RunningWorkload
@@ -56,14 +57,25 @@ class FairTree:
         # path -> the users whose usage a charge changed, in order (queues follow it: queues.py)
         self.user_log: dict[AllocationPath, list[str]] = {}
         self.version = 0  # bumped by every change of usage (queues.py keeps a descent while it holds)
-        for path, amount in usage.items():
-            self.charge(path, None, amount)
         self.funded: frozenset[AllocationPath] = shape.funded
         self.ancestors: dict[AllocationPath, tuple[AllocationPath, ...]] = shape.ancestors
         self.funded_sorted: list[AllocationPath] = shape.funded_sorted
         # (victim, preemptor) -> where their paths part (see ranks_at_or_below), kept with the shape
         self.parting: dict[tuple[AllocationPath, AllocationPath], tuple[AllocationPath, ...]] = shape.parting
-        self.base_ratio = self.fair_share_ratios()
+        self._charge_usage(usage)
+        # The ratios of the standing the pass starts from, worked out only if read (the simulator
+        # never reads them): from a copy, since the pass charges the tree's own usage as it goes.
+        self.base_ratio: Mapping[AllocationPath, float] = _LazyRatios(self, dict(self.subtree_usage))
+
+    def _charge_usage(self, usage: Mapping[AllocationPath, float]) -> None:
+        """``charge(path, None, amount)`` for each entry, in order (inlined: a pass charges every
+        allocation's usage). A path the tree lacks is charged to the root only."""
+        self.version += 1
+        subtree, chains = self.subtree_usage, self.ancestors
+        for path, amount in usage.items():
+            for node in chains.get(path, ()):
+                subtree[node] += amount
+            subtree[ROOT] += amount
 
     # -- usage ---------------------------------------------------------------------------------
     def charge(self, path: AllocationPath, user: str | None, amount: float) -> None:
@@ -99,12 +111,14 @@ class FairTree:
     def charge_running(
         self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
     ) -> None:
+        """Charge each running workload what it still owes (``gpus * max(0, left)``), in the
+        order given: the same additions ``charge`` would make, one workload after another."""
         # ``charge`` inlined (a pass charges every running workload): the same additions, in order,
         # along each path's ancestors (every one of them a key of ``subtree``), then the root
         self.version += 1
         subtree, chains = self.subtree_usage, self.ancestors
         user_usage, user_log = self.user_usage, self.user_log
-        for workload in running:
+        for workload in _still_owing(running, now, projected_charge_s):
             left = projected_charge_s - (now - workload.started_at)
             if not left > 0.0:  # max(0.0, left) == 0.0: owes nothing
                 continue
@@ -157,10 +171,13 @@ class FairTree:
             return INFINITE if used > 0 else 0.0
         return used / share
 
-    def fair_share_ratios(self) -> dict[AllocationPath, float]:
-        """U / S per funded node (unfunded nodes have no share, so no ratio)."""
+    def fair_share_ratios(
+        self, usage: Mapping[AllocationPath, float] | None = None
+    ) -> dict[AllocationPath, float]:
+        """U / S per funded node (unfunded nodes have no share, so no ratio), in path order.
+        ``usage``: the subtree usage to read (default: the tree's own, as it is now)."""
         totals: dict[AllocationPath, float] = {}  # each sibling set summed once, not once per sibling
-        return {path: self.level_ratio(path, totals) for path in self.funded_sorted}
+        return {path: self.level_ratio(path, totals, usage) for path in self.funded_sorted}
 
     def best_child(
         self, node: AllocationPath, eligible: Mapping[AllocationPath, int]
@@ -237,6 +254,54 @@ class FairTree:
 
     def user_key(self, path: AllocationPath, user: str) -> float:
         return self.user_usage.get((path, user), 0.0)
+
+
+class _LazyRatios(Mapping[AllocationPath, float]):
+    """``tree.fair_share_ratios(usage)``, worked out when first read (then kept)."""
+
+    def __init__(self, tree: FairTree, usage: dict[AllocationPath, float]) -> None:
+        self._tree: FairTree | None = tree
+        self._usage = usage
+        self._ratios: dict[AllocationPath, float] = {}
+
+    def _worked_out(self) -> dict[AllocationPath, float]:
+        tree = self._tree
+        if tree is not None:
+            self._ratios = tree.fair_share_ratios(self._usage)
+            self._tree = None  # (nor keeps the tree alive)
+        return self._ratios
+
+    def __getitem__(self, path: AllocationPath) -> float:
+        return self._worked_out()[path]
+
+    def __iter__(self) -> Iterator[AllocationPath]:
+        return iter(self._worked_out())
+
+    def __len__(self) -> int:
+        return len(self._worked_out())
+
+    def __repr__(self) -> str:
+        return repr(self._worked_out())
+
+
+def _still_owing(
+    running: Iterable[RunningWorkload], now: float, projected_charge_s: float
+) -> Iterable[RunningWorkload]:
+    """``running``, or a suffix of it holding every workload that may still owe a charge.
+
+    Work past its projected charge (``projected_charge_s - (now - started_at) <= 0``) is skipped
+    by ``charge_running`` anyway, and most running work is. When ``running`` lies in start order
+    (the simulator lists it so), that test fails for a prefix and holds for the rest: float
+    subtraction is monotone, so the first workload that owes is found by bisection, and the
+    skipped prefix contributes no addition (the sums keep their order)."""
+    if not isinstance(running, tuple | list):
+        return running
+    starts = [workload.started_at for workload in running]
+    total = sum(starts)
+    if total - total != 0.0 or starts != sorted(starts):  # a NaN (or an infinity) sorts unreliably
+        return running
+    first = bisect_left(starts, True, key=lambda started: projected_charge_s - (now - started) > 0.0)
+    return running[first:] if first else running
 
 
 class _TreeShape:
