@@ -93,15 +93,14 @@ def _by_allocation(
     """``groups`` as allocation -> user -> queue (allocations and users in the groups' order), and
     the workloads queued per allocation."""
     by_allocation: _ByAllocation = {}
-    queued: dict[AllocationPath, int] = {}  # counted per allocation, not per (allocation, user)
     for (allocation, user), queue in groups.items():
         users = by_allocation.get(allocation)
         if users is None:
             by_allocation[allocation] = {user: queue}
-            queued[allocation] = len(queue)
         else:
             users[user] = queue
-            queued[allocation] += len(queue)
+    # counted per allocation, not per (allocation, user): most allocations queue many users' work
+    queued = {allocation: sum(map(len, users.values())) for allocation, users in by_allocation.items()}
     return by_allocation, queued
 
 

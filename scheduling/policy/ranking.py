@@ -36,8 +36,35 @@ ROOT = ""
 INFINITE = math.inf
 
 
+class _MadeOnFirstRead:
+    """A usage attribute of ``FairTree``, made (with the others) by ``FairTree._settle`` the first
+    time it is read. A non-data descriptor: once made, the tree's own attribute shadows it, so
+    later reads cost what any attribute read costs."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, tree: FairTree | None, owner: type | None = None) -> object:
+        if tree is None:
+            return self
+        tree._settle()
+        return tree.__dict__[self.name]
+
+
 class FairTree:
-    """Budget tree with rolled-up usage; cheap to re-rank after a charge."""
+    """Budget tree with rolled-up usage; cheap to re-rank after a charge.
+
+    The usage (``subtree_usage``, ``user_usage``, ``user_log``) is made when first read: many
+    passes read none of it, so they neither copy the users' usage nor charge the running work
+    (``charge_running`` keeps what to charge until then). Made later, it is made the same: the
+    same additions in the same order, before any charge that follows."""
+
+    # node -> its subtree's usage, the running work's projected charge and this pass's charges
+    subtree_usage: dict[AllocationPath, float] = _MadeOnFirstRead()  # type: ignore[assignment]
+    # (path, user) -> that user's usage, charged likewise
+    user_usage: dict[tuple[AllocationPath, str], float] = _MadeOnFirstRead()  # type: ignore[assignment]
+    # path -> the users whose usage a charge changed, in order (queues follow it: queues.py)
+    user_log: dict[AllocationPath, list[str]] = _MadeOnFirstRead()  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -52,30 +79,40 @@ class FairTree:
         self.children: dict[AllocationPath, list[AllocationPath]] = shape.children
         self.limit: dict[AllocationPath, int] = shape.limit
         self.sibling_budget: dict[AllocationPath, float] = shape.sibling_budget
-        self.subtree_usage: dict[AllocationPath, float] = dict.fromkeys(self.budget, 0.0)
-        self.user_usage: dict[tuple[AllocationPath, str], float] = dict(user_usage)
-        # path -> the users whose usage a charge changed, in order (queues follow it: queues.py)
-        self.user_log: dict[AllocationPath, list[str]] = {}
         self.version = 0  # bumped by every change of usage (queues.py keeps a descent while it holds)
         self.funded: frozenset[AllocationPath] = shape.funded
         self.ancestors: dict[AllocationPath, tuple[AllocationPath, ...]] = shape.ancestors
         self.funded_sorted: list[AllocationPath] = shape.funded_sorted
         # (victim, preemptor) -> where their paths part (see ranks_at_or_below), kept with the shape
         self.parting: dict[tuple[AllocationPath, AllocationPath], tuple[AllocationPath, ...]] = shape.parting
-        self._charge_usage(usage)
+        subtree = dict.fromkeys(self.budget, 0.0)
+        self._charge_usage(subtree, usage)
         # The ratios of the standing the pass starts from, worked out only if read (the simulator
         # never reads them): from a copy, since the pass charges the tree's own usage as it goes.
-        self.base_ratio: Mapping[AllocationPath, float] = _LazyRatios(self, dict(self.subtree_usage))
+        self.base_ratio: Mapping[AllocationPath, float] = _LazyRatios(self, dict(subtree))
+        # What _settle makes the usage from: subtree usage, the users' usage (copied then) and the
+        # running work to charge, as charge_running got it.
+        self._unsettled: tuple[dict, Mapping, list] | None = (subtree, user_usage, [])
 
-    def _charge_usage(self, usage: Mapping[AllocationPath, float]) -> None:
+    def _charge_usage(
+        self, subtree: dict[AllocationPath, float], usage: Mapping[AllocationPath, float]
+    ) -> None:
         """``charge(path, None, amount)`` for each entry, in order (inlined: a pass charges every
         allocation's usage). A path the tree lacks is charged to the root only."""
-        self.version += 1
-        subtree, chains = self.subtree_usage, self.ancestors
+        chains = self.ancestors
         for path, amount in usage.items():
             for node in chains.get(path, ()):
                 subtree[node] += amount
             subtree[ROOT] += amount
+
+    def _settle(self) -> None:
+        """Make the usage attributes: the usage given, then the running work charged in the order
+        ``charge_running`` was called. Only the first read of one of them calls this."""
+        subtree, user_usage, running_charges = self._unsettled
+        self._unsettled = None
+        self.subtree_usage, self.user_usage, self.user_log = subtree, dict(user_usage), {}
+        for running, now, projected_charge_s in running_charges:
+            self._charge_running(running, now, projected_charge_s)
 
     # -- usage ---------------------------------------------------------------------------------
     def charge(self, path: AllocationPath, user: str | None, amount: float) -> None:
@@ -112,10 +149,19 @@ class FairTree:
         self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
     ) -> None:
         """Charge each running workload what it still owes (``gpus * max(0, left)``), in the
-        order given: the same additions ``charge`` would make, one workload after another."""
+        order given: the same additions ``charge`` would make, one workload after another. Made
+        when the usage is first read (at once if it was), from ``running`` as it is now."""
+        self.version += 1
+        if self._unsettled is None:
+            self._charge_running(running, now, projected_charge_s)
+        else:
+            self._unsettled[2].append((tuple(running), now, projected_charge_s))
+
+    def _charge_running(
+        self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
+    ) -> None:
         # ``charge`` inlined (a pass charges every running workload): the same additions, in order,
         # along each path's ancestors (every one of them a key of ``subtree``), then the root
-        self.version += 1
         subtree, chains = self.subtree_usage, self.ancestors
         user_usage, user_log = self.user_usage, self.user_log
         for workload in _still_owing(running, now, projected_charge_s):
