@@ -73,7 +73,7 @@ class FairTree:
         user_usage: Mapping[tuple[AllocationPath, str], float],
         extra_allocations: Iterable[AllocationPath] = (),
     ) -> None:
-        shape = _shape_of(tree, extra_allocations)
+        shape = self._shape = _shape_of(tree, extra_allocations)
         self.parent: dict[AllocationPath, AllocationPath] = shape.parent
         self.budget: dict[AllocationPath, float] = shape.budget
         self.children: dict[AllocationPath, list[AllocationPath]] = shape.children
@@ -89,7 +89,7 @@ class FairTree:
         self._charge_usage(subtree, usage)
         # The ratios of the standing the pass starts from, worked out only if read (the simulator
         # never reads them): from a copy, since the pass charges the tree's own usage as it goes.
-        self.base_ratio: Mapping[AllocationPath, float] = _LazyRatios(self, dict(subtree))
+        self.base_ratio: Mapping[AllocationPath, float] = _LazyRatios(shape, dict(subtree))
         # What _settle makes the usage from: subtree usage, the users' usage (copied then) and the
         # running work to charge, as charge_running got it.
         self._unsettled: tuple[dict, Mapping, list] | None = (subtree, user_usage, [])
@@ -203,27 +203,11 @@ class FairTree:
         """Fair-share ratio U / S among siblings (0 when nothing was used; inf when unfunded but used).
         ``sibling_usage``: parent -> its children's summed usage, filled as met (for many paths at once).
         ``usage``: the subtree usage to read (default: the tree's own, as it is now)."""
-        subtree = self.subtree_usage if usage is None else usage
-        parent = self.parent.get(path, ROOT)
-        total_budget = self.sibling_budget[parent]
-        total_usage = sibling_usage.get(parent) if sibling_usage is not None else None
-        if total_usage is None:
-            total_usage = sum(subtree[s] for s in self.children[parent])
-            if sibling_usage is not None:
-                sibling_usage[parent] = total_usage
-        used = subtree[path] / total_usage if total_usage > 0 else 0.0
-        share = self.budget[path] / total_budget if total_budget > 0 else 0.0
-        if share == 0:
-            return INFINITE if used > 0 else 0.0
-        return used / share
+        return self._shape.level_ratio(path, sibling_usage, self.subtree_usage if usage is None else usage)
 
-    def fair_share_ratios(
-        self, usage: Mapping[AllocationPath, float] | None = None
-    ) -> dict[AllocationPath, float]:
-        """U / S per funded node (unfunded nodes have no share, so no ratio), in path order.
-        ``usage``: the subtree usage to read (default: the tree's own, as it is now)."""
-        totals: dict[AllocationPath, float] = {}  # each sibling set summed once, not once per sibling
-        return {path: self.level_ratio(path, totals, usage) for path in self.funded_sorted}
+    def fair_share_ratios(self) -> dict[AllocationPath, float]:
+        """U / S per funded node (unfunded nodes have no share, so no ratio), in path order."""
+        return self._shape.fair_share_ratios(self.subtree_usage)
 
     def best_child(
         self, node: AllocationPath, eligible: Mapping[AllocationPath, int]
@@ -303,18 +287,19 @@ class FairTree:
 
 
 class _LazyRatios(Mapping[AllocationPath, float]):
-    """``tree.fair_share_ratios(usage)``, worked out when first read (then kept)."""
+    """``shape.fair_share_ratios(usage)``, worked out when first read (then kept). It holds the
+    shape, not the tree: a plan kept unread keeps nothing of its pass alive."""
 
-    def __init__(self, tree: FairTree, usage: dict[AllocationPath, float]) -> None:
-        self._tree: FairTree | None = tree
+    def __init__(self, shape: _TreeShape, usage: dict[AllocationPath, float]) -> None:
+        self._shape: _TreeShape | None = shape
         self._usage = usage
         self._ratios: dict[AllocationPath, float] = {}
 
     def _worked_out(self) -> dict[AllocationPath, float]:
-        tree = self._tree
-        if tree is not None:
-            self._ratios = tree.fair_share_ratios(self._usage)
-            self._tree = None  # (nor keeps the tree alive)
+        shape = self._shape
+        if shape is not None:
+            self._ratios = shape.fair_share_ratios(self._usage)
+            self._shape = None
         return self._ratios
 
     def __getitem__(self, path: AllocationPath) -> float:
@@ -378,6 +363,31 @@ class _TreeShape:
         self.funded_sorted = sorted(self.funded)
         self.ancestors = {path: self._ancestors(path) for path in self.budget}
         self.parting: dict[tuple[AllocationPath, AllocationPath], tuple[AllocationPath, ...]] = {}
+
+    def level_ratio(
+        self,
+        path: AllocationPath,
+        sibling_usage: dict[AllocationPath, float] | None,
+        usage: Mapping[AllocationPath, float],
+    ) -> float:
+        """``FairTree.level_ratio`` over the subtree usage ``usage``."""
+        parent = self.parent.get(path, ROOT)
+        total_budget = self.sibling_budget[parent]
+        total_usage = sibling_usage.get(parent) if sibling_usage is not None else None
+        if total_usage is None:
+            total_usage = sum(usage[s] for s in self.children[parent])
+            if sibling_usage is not None:
+                sibling_usage[parent] = total_usage
+        used = usage[path] / total_usage if total_usage > 0 else 0.0
+        share = self.budget[path] / total_budget if total_budget > 0 else 0.0
+        if share == 0:
+            return INFINITE if used > 0 else 0.0
+        return used / share
+
+    def fair_share_ratios(self, usage: Mapping[AllocationPath, float]) -> dict[AllocationPath, float]:
+        """``FairTree.fair_share_ratios`` over the subtree usage ``usage``."""
+        totals: dict[AllocationPath, float] = {}  # each sibling set summed once, not once per sibling
+        return {path: self.level_ratio(path, totals, usage) for path in self.funded_sorted}
 
     def _add(self, path: AllocationPath, parent: AllocationPath, budget: float, limit: int | None) -> None:
         self.parent[path] = parent
