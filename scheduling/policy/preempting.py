@@ -73,18 +73,29 @@ class Preempting:
         return pool
 
     def _victim_order(self, workload: PendingWorkload, include_protected: bool) -> _Order:
-        """Whose work ``workload`` may preempt, decided now (the tree is charged and refunded
-        here, once per standing, as before any pool is built); the order itself is only listed
-        when a pool needs it (most attempts are rejected from ``allowed`` alone)."""
+        """Whose work ``workload`` may preempt in this standing, as the first workload of its key
+        (allocation, its user when its own work is a candidate, priority, ``include_protected``)
+        decides it: later ones of the key, whatever their GPUs, reuse the order until the
+        generation changes. Nothing is worked out here (``_allowed``, ``_reachable``): an order is
+        read only in the generation it was made in, in which nothing it reads changes (the tree
+        is charged only by a start or an eviction, each a new generation), so working it out
+        later gives what working it out now would. Most attempts never need the whole of it."""
         own = (workload.allocation, True) in self.candidates and self.candidates[(workload.allocation, True)]
         key = (workload.allocation, workload.user if own else None, workload.priority, include_protected)
         cached = self.pools.get(key)
         if cached is not None and cached[0] == self.generation:
             return cached[1]
-        allowed = self._allowed_allocations(workload)
-        order = _Order(allowed, dict(self.tree.subtree_usage) if self.fairshare else None)
+        order = _Order(workload, self.generation)
         self.pools[key] = (self.generation, order)
         return order
+
+    def _allowed(self, order: _Order) -> dict:
+        """``order``'s ``_allowed_allocations``, worked out the first time it is asked for."""
+        allowed = order.allowed
+        if allowed is None:
+            assert order.generation == self.generation, "an order is read in its own standing only"
+            allowed = order.allowed = self._allowed_allocations(order)
+        return allowed
 
     def _surely_hopeless(self, order: _Order, shape: Shape, index: FreeIndex) -> bool:
         """A cheap and sound verdict for a multi-node gang (most failed attempts): even if every
@@ -98,9 +109,6 @@ class Preempting:
             return False  # a spread: the search decides
         if (per_node is None or per_node >= gpus) and largest >= gpus:
             return False  # one node: the pool decides
-        reach = order.reach
-        if reach is None:
-            reach = order.reach = frozenset(order.allowed)
         counted = order.clearable  # an order lives one standing, so one relief: counts keep
         for (kind, size), (whole, needs) in self._clearable(index).items():
             if gpu_type in (None, kind) and size and gpus % size == 0 and per_node in (None, size):
@@ -108,14 +116,40 @@ class Preempting:
                     return False
                 count = counted.get((id(index), kind, size))
                 if count is None:
-                    count = whole
-                    for allocations, nodes in needs.items():
-                        if allocations <= reach:
-                            count += nodes
-                    counted[(id(index), kind, size)] = count
+                    count = counted[(id(index), kind, size)] = whole + self._reachable(order, needs)
                 if count * size >= gpus:
                     return False
         return True
+
+    def _reachable(self, order: _Order, needs: dict[frozenset, int]) -> int:
+        """How many of the nodes ``needs`` counts (funded allocations to preempt -> nodes) are
+        nodes ``order`` may clear: those whose every allocation is a key of its ``allowed``. Each
+        allocation is judged alone, once per order, as ``_allowed_allocations`` judges it (most
+        preemptors may take from few of them, so the whole of ``allowed`` is rarely needed)."""
+        allowed = order.allowed
+        if allowed is not None:
+            keys = allowed.keys()
+            return sum(nodes for allocations, nodes in needs.items() if allocations <= keys)
+        assert order.generation == self.generation, "an order is read in its own standing only"
+        known, candidates, preemptor = order.reach, self.candidates, order.workload.allocation
+        ranks_at_or_below, charged = self.tree.ranks_at_or_below, self._charged(order)
+        count = 0
+        for allocations, nodes in needs.items():
+            for allocation in allocations:
+                verdict = known.get(allocation)
+                if verdict is None:
+                    if allocation == preemptor:
+                        verdict = bool(self._peers(order))
+                    else:  # the test of ``_allowed_allocations``, for this key alone
+                        verdict = (allocation, True) in candidates and ranks_at_or_below(
+                            allocation, preemptor, charged
+                        )
+                    known[allocation] = verdict
+                if not verdict:
+                    break
+            else:
+                count += nodes
+        return count
 
     def _clearable(self, index: FreeIndex) -> dict[tuple[str, int], list]:
         """(GPU type, node size) -> [wholly free nodes, {funded allocations whose unprotected work
@@ -218,14 +252,16 @@ class Preempting:
     def _ordered_victims(self, order: _Order, include_protected: bool) -> list[RunningWorkload]:
         """Who may be preempted, in preemption order (see preemption.py), by the standing
         ``order`` was decided in."""
-        allowed = order.allowed
+        # the tiers read the tree as it is: the standing ``order`` was decided in
+        assert order.generation == self.generation, "an order is read in its own standing only"
+        allowed = self._allowed(order)
         groups, ratios, sums = [], {}, {}
         for (allocation, funded), running in self.candidates.items():
             verdict = allowed.get(allocation) if funded or not self.fairshare else True
             if running and verdict is not None:
                 groups.append(
                     (
-                        self._tier(allocation, funded, ratios, sums, order.usage),
+                        self._tier(allocation, funded, ratios, sums),
                         allocation,
                         funded,
                         verdict,
@@ -269,37 +305,53 @@ class Preempting:
             ratios[allocation] = self._global_ratio(allocation, sums, usage)
         return (funded, -ratios[allocation])
 
-    def _allowed_allocations(self, workload: PendingWorkload) -> dict:
+    def _allowed_allocations(self, order: _Order) -> dict:
         """allocation -> True (its funded work may be preempted) or a per-victim test; absent: no.
-        Unfunded victims are always allowed for a funded preemptor (its caller checks that)."""
+        Unfunded victims are always allowed for a funded preemptor (its caller checks that).
+        Decided for ``order``'s workload (``_reachable`` judges single keys alike)."""
+        workload = order.workload
         if not self.fairshare:
             test = lambda victim: victim.priority < workload.priority  # noqa: E731
             return {allocation: test for allocation, _ in self.candidates}
         # As if charged: the comparisons read the charged values on the side; the tree itself is
         # not changed, so an attempt (even one a walk that records nothing skips) moves no standing.
-        tree, charge, preemptor, user = (
-            self.tree,
-            workload.gpus * self.charge_s,
-            workload.allocation,
-            workload.user,
-        )
-        charged = tree.charged_usage(preemptor, charge)
-        ranks_at_or_below = tree.ranks_at_or_below
+        preemptor, charged = workload.allocation, self._charged(order)
+        ranks_at_or_below = self.tree.ranks_at_or_below
         allowed: dict = {
             allocation: True
             for allocation, funded in self.candidates
             if funded and allocation != preemptor and ranks_at_or_below(allocation, preemptor, charged)
         }
-        usage = tree.user_usage
-        mine = usage.get((preemptor, user), 0.0) + charge
-        peers = {
-            victim.user
-            for victim in self.candidates.get((preemptor, True), ())
-            if victim.user != user and usage.get((preemptor, victim.user), 0.0) >= mine
-        }
+        peers = self._peers(order)
         if peers:
-            allowed[workload.allocation] = lambda victim: victim.user in peers
+            allowed[preemptor] = lambda victim: victim.user in peers
         return allowed
+
+    def _charged(self, order: _Order) -> dict[str, float]:
+        """The preemptor's chain as charging ``order``'s workload would leave it (made once)."""
+        charged = order.charged
+        if charged is None:
+            workload = order.workload
+            charged = order.charged = self.tree.charged_usage(
+                workload.allocation, workload.gpus * self.charge_s
+            )
+        return charged
+
+    def _peers(self, order: _Order) -> set[str]:
+        """The other users of the preemptor's allocation whose work it may preempt: those with
+        at least the usage its own user would have once charged (made once)."""
+        peers = order.peers
+        if peers is None:
+            workload = order.workload
+            preemptor, user, charge = workload.allocation, workload.user, workload.gpus * self.charge_s
+            usage = self.tree.user_usage
+            mine = usage.get((preemptor, user), 0.0) + charge
+            peers = order.peers = {
+                victim.user
+                for victim in self.candidates.get((preemptor, True), ())
+                if victim.user != user and usage.get((preemptor, victim.user), 0.0) >= mine
+            }
+        return peers
 
     def _global_ratio(
         self, allocation: str, sums: dict[str, float] | None = None, usage: dict[str, float] | None = None
@@ -376,16 +428,29 @@ _WHOLE = object()  # a wholly free node's mark while counting
 
 
 class _Order:
-    """Whose work a preemptor may preempt, as decided in one standing: ``allowed`` (see
-    ``_allowed_allocations``), the subtree usage of that standing (so a later listing ranks the
-    victims exactly as listing them at once would), and the listing and pools once made."""
+    """Whose work a preemptor may preempt, as decided in one standing (generation) for
+    ``workload``, the first of its key: ``allowed`` (see ``_allowed_allocations``), or single
+    verdicts (``reach``: allocation -> may it be taken from); the listing and pools once made."""
 
-    __slots__ = ("allowed", "clearable", "pools", "reach", "usage", "victims")
+    __slots__ = (
+        "allowed",
+        "charged",
+        "clearable",
+        "generation",
+        "peers",
+        "pools",
+        "reach",
+        "victims",
+        "workload",
+    )
 
-    def __init__(self, allowed: dict, usage: dict[str, float] | None) -> None:
-        self.allowed = allowed
-        self.usage = usage
-        self.reach: frozenset | None = None  # the funded allocations it may take from at all
+    def __init__(self, workload: PendingWorkload, generation: int) -> None:
+        self.workload = workload
+        self.generation = generation
+        self.allowed: dict | None = None  # worked out when first needed (``Preempting._allowed``)
+        self.charged: dict[str, float] | None = None
+        self.peers: set[str] | None = None
+        self.reach: dict[str, bool] = {}  # funded allocation -> a key of ``allowed``?
         self.victims: list[RunningWorkload] | None = None
         self.pools: dict[int, VictimPool] = {}  # id(index) -> its pool: an order lives one standing
         self.clearable: dict[tuple, int] = {}  # (id(index), type, size) -> nodes it could clear
