@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
 from itertools import repeat
-from operator import attrgetter, call
+from operator import attrgetter, call, itemgetter
 from types import MappingProxyType
 
 from scheduling.policy import reasons
@@ -52,6 +52,8 @@ from scheduling.policy.types import (
 )
 
 _SUBMIT_ORDER = attrgetter("submitted_at", "id")
+_ALLOCATION = attrgetter("allocation")
+_FIRST = itemgetter(0)
 _SHAPE = attrgetter("gpus", "gpus_per_node", "gpu_type")
 _WALKS = 4  # a first walk and up to three settling walks
 _drain = deque(maxlen=0).extend  # runs a map to its end, keeping nothing
@@ -175,8 +177,8 @@ class _Pass(Preempting, Explaining):
         snapshot = self.snapshot
         groups, self.held = self.grouped or group_pending(snapshot.pending)
         self.groups = groups
-        allocations = {allocation for allocation, _ in groups} | {w.allocation for w in snapshot.running}
-        allocations.update(w.allocation for w in self.held)
+        allocations = set(map(_FIRST, groups))  # every allocation met, for those the tree lacks
+        allocations.update(map(_ALLOCATION, snapshot.running), map(_ALLOCATION, self.held))
         self.tree = FairTree(snapshot.tree, snapshot.usage, snapshot.user_usage, allocations)
         if self.fairshare:
             self.tree.charge_running(snapshot.running, self.now, self.charge_s)
