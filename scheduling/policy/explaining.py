@@ -356,10 +356,17 @@ class Explaining:
         on or left since (``touched``) are recomputed."""
         free = {**self.index.free, **self.reserved.free}
         if self.profile is None:
-            nodes = [node for node in self.snapshot.nodes if node.healthy]
+            nodes = self.snapshot.nodes
             preemptive = self.fairshare and self.config.preemption
             self.profile = ReleaseProfile(
-                nodes, free, self.occupants, self.now, preemptive, self.release_keys, self.touched
+                (node for node in nodes if node.healthy),  # read only if ``nodes`` is not carried
+                free,
+                self.occupants,
+                self.now,
+                preemptive,
+                self.release_keys,
+                self.touched,
+                source=nodes,
             )
         elif self.touched:
             self.profile.refresh(self.touched, free, self.occupants)

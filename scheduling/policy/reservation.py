@@ -20,8 +20,13 @@ or across domains when no single domain has k nodes. ``inf`` means unknown.
 from __future__ import annotations
 
 import math
+import threading
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain, compress, repeat
+from operator import is_not, itemgetter
 
+from scheduling.policy.memo import ByIdentity
 from scheduling.policy.placement import Shape
 from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
 
@@ -49,37 +54,42 @@ class ReleaseProfile:
         preemptive: bool = True,
         keys: dict[str, tuple[float, float] | None] | None = None,
         changed: Iterable[str] = (),
+        source: tuple[ClusterNodeSpec, ...] | None = None,
     ) -> None:
         """``keys``: what earlier profiles worked out per node from its occupants alone (see
         ``_key``), kept by the caller while those occupants stay; ``changed``: the nodes whose
-        occupants changed since (their keys are not read, nor written)."""
+        occupants changed since (their keys are not read, nor written). ``source``: the tuple
+        ``nodes`` were taken from (its healthy ones), when the caller passes the same tuple from
+        pass to pass: what is read off it alone is then kept (``_Layout``), and with ``keys`` the
+        order of the nodes by release time too (``_Order``).
+
+        A node's free GPUs and occupants are read from ``free`` and ``occupants`` when first
+        needed, not copied: the caller changes them only for nodes it then ``refresh``es."""
         self.now = now
         self.preemptive = preemptive
-        self.nodes = {node.name: node for node in nodes if node.name in free}
+        self.free, self.occupants = free, occupants
+        self.layout = _layout(nodes, free, source)
+        self.nodes = self.layout.by_name
         self.time_for: dict[str, list[float]] = {}  # made when first asked for (see _times)
         self.whole_at: dict[str, float] = {}  # time_for[name][size], when asked for alone (_whole)
-        self.state: dict[str, tuple[int, Sequence[RunningWorkload] | None]] = {}  # free, occupants
-        self.candidates: dict[str | None, list[ClusterNodeSpec]] = {}  # per GPU type (None: any)
         self.keys = keys
         self.changed = set(changed)
-        self._note(self.nodes, free, occupants)
 
     def refresh(self, names: Iterable[str], free: Mapping[str, int], occupants: Mapping) -> None:
         """Recompute the given nodes (after work started on them or left them). What a node's
-        times are made of is noted now and they are worked out when first asked for: the caller
-        refreshes every node whose occupants changed before it asks again (``earliest``)."""
+        times are made of is read when first asked for: the caller refreshes every node whose
+        occupants changed before it asks again (``earliest``)."""
         names = list(names)
         self.changed.update(names)
-        self._note(names, free, occupants)
-
-    def _note(self, names: Iterable[str], free: Mapping[str, int], occupants: Mapping) -> None:
-        nodes, state, on_node = self.nodes, self.state, occupants.get
+        self.free, self.occupants = free, occupants
         time_for, whole_at = self.time_for, self.whole_at
         for name in names:
-            if name in nodes:
-                state[name] = (free[name], on_node(name))
-                time_for.pop(name, None)
-                whole_at.pop(name, None)
+            time_for.pop(name, None)
+            whole_at.pop(name, None)
+
+    def _state(self, name: str) -> tuple[int, Sequence[RunningWorkload] | None]:
+        """(free GPUs, occupants) of ``name`` now."""
+        return self.free[name], self.occupants.get(name)
 
     def _at(self, node: ClusterNodeSpec, count: int) -> float:
         """The earliest time ``node`` has ``count`` GPUs free."""
@@ -93,7 +103,7 @@ class ReleaseProfile:
         work holds exactly what it lacks, that is its last release (clamped to now), whatever the
         order of the others; when it holds less, never."""
         now, preemptive = self.now, self.preemptive
-        whole_at, time_for, state = self.whole_at, self.time_for, self.state
+        whole_at, time_for, state = self.whole_at, self.time_for, self._state
         keys, changed = self.keys, self.changed
         found = []
         for node in nodes:
@@ -106,7 +116,7 @@ class ReleaseProfile:
                 elif keys is not None and name not in changed:
                     key = keys.get(name, _UNKNOWN)
                     if key is _UNKNOWN:
-                        left, here = state[name]
+                        left, here = state(name)
                         key = keys[name] = _key(name, size, left, here)
                     if key is None:
                         whole = self._times(node)[size]
@@ -114,7 +124,7 @@ class ReleaseProfile:
                         latest = key[0] if preemptive else key[1]
                         whole = whole_at[name] = latest if latest >= now else now
                 else:
-                    left, here = state[name]
+                    left, here = state(name)
                     if 0 <= left < size and here:
                         total, latest = left, -INFINITE
                         for workload in here:
@@ -155,7 +165,7 @@ class ReleaseProfile:
     def _times(self, node: ClusterNodeSpec) -> list[float]:
         """The earliest time ``node`` has g free GPUs, for every g up to its size."""
         now, name, size = self.now, node.name, node.gpus
-        left, here = self.state[name]
+        left, here = self._state(name)
         if not here and 0 <= left <= size:  # nothing to wait for: free now, the rest never
             times = self.time_for[name] = [now] * (left + 1) + [INFINITE] * (size - left)
             return times
@@ -196,17 +206,64 @@ class ReleaseProfile:
     def earliest(self, shape: Shape) -> tuple[float, tuple[str, ...]]:
         """(start time, nodes) for ``shape``; (inf, ()) when unknown."""
         gpus, per_node, gpu_type = shape
-        candidates = self.candidates.get(gpu_type)
-        if candidates is None:
-            candidates = self.candidates[gpu_type] = [
-                node for node in self.nodes.values() if gpu_type in (None, node.gpu_type)
-            ]
-        if per_node is None and any(node.gpus >= gpus for node in candidates):
-            return self._one_node(gpus, candidates)
-        per_node = per_node or max((node.gpus for node in candidates), default=0)
+        kind = self.layout.kind(gpu_type)
+        largest = kind.largest
+        if per_node is None and largest is not None and largest >= gpus:
+            if gpus == kind.size and self.keys is not None:  # whole nodes of one size: in order
+                return self._first_whole(gpus, kind)
+            return self._one_node(gpus, kind.nodes)
+        per_node = per_node or largest or 0
         if not per_node or gpus % per_node:
             return INFINITE, ()
-        return self._many_nodes(gpus // per_node, per_node, candidates)
+        if per_node == kind.size and self.keys is not None:
+            found = self._whole_nodes(gpus // per_node, kind)
+            if found is not None:
+                return found
+        return self._many_nodes(gpus // per_node, per_node, kind.nodes)
+
+    def _first_whole(self, gpus: int, kind: _Kind) -> tuple[float, tuple[str, ...]]:
+        """``_one_node`` for a shape that takes a whole node, all candidates being of its size:
+        the earliest (time, name) of the domains' earliest."""
+        best = min(filter(None, (_first(timed, 1, self.now) for timed in self._timed(kind))), default=None)
+        if best is None:
+            return INFINITE, ()
+        return best
+
+    def _whole_nodes(self, count: int, kind: _Kind) -> tuple[float, tuple[str, ...]] | None:
+        """``_many_nodes`` for a gang of ``count`` whole nodes, all candidates being of one size,
+        from the nodes in release order (``_Order``); None when no domain has enough (then the
+        nodes of all domains are taken together, as ``_many_nodes`` does)."""
+        now = self.now
+        domains = self._timed(kind)
+        options = []
+        for domain, timed in zip(kind.domains, domains, strict=True):
+            found = _first(timed, count, now)
+            if found is not None:
+                options.append((found[0], domain, found[1]))
+        if options:
+            time, _, names = min(options)
+            return time, names
+        everything = sorted(chain.from_iterable(timed[: bisect_left(timed, _NEVER)] for timed in domains))
+        return _first(everything, count, now) or (INFINITE, ())
+
+    def _timed(self, kind: _Kind) -> list[list[tuple[float, str]]]:
+        """Per domain of ``kind`` (in ``kind.domains`` order), its nodes as (time wholly free,
+        name), in that order, inf last. Times before ``now`` are not clamped to it: they all mean
+        "now", so the nodes free now are the ones up to ``now`` (see ``_first``). Nodes this pass
+        changed and nodes whose key does not settle it are worked out here (``_wholes``)."""
+        changed, nodes = self.changed, self.nodes
+        listed = []
+        for domain in _order(self.keys, self.layout, self.preemptive).domains(kind):
+            timed = domain.synced(self)
+            aside = domain.unsettled
+            if changed:
+                aside = aside.union(filter(domain.where.__contains__, changed))
+            if aside:
+                timed = domain.without(aside, timed)
+                for name in aside:  # (the order of insertion does not matter: names are unique)
+                    insort(timed, (self._wholes((nodes[name],))[0], name))
+            listed.append(timed)
+        return listed
 
     def _one_node(self, gpus: int, candidates: list[ClusterNodeSpec]) -> tuple[float, tuple[str, ...]]:
         best = min(((self._at(n, gpus), n.name) for n in candidates if n.gpus >= gpus), default=None)
@@ -243,6 +300,153 @@ class ReleaseProfile:
 
 
 _UNKNOWN = object()
+_UNSEEN = object()  # a node not in a carried order (yet, or any more)
+_NEVER = (INFINITE,)  # sorts before every (inf, name) and after every (finite time, name)
+_TIME, _NAME = itemgetter(0), itemgetter(1)
+_LOCAL = threading.local()  # one carried order per thread (see _order)
+
+
+def _first(timed: list[tuple[float, str]], count: int, now: float) -> tuple[float, tuple[str, ...]] | None:
+    """(start, names) of the ``count`` earliest of ``timed`` (sorted (time, name), times not
+    clamped to ``now``), as sorting them by (max(time, now), name) would pick them: the nodes
+    free by ``now`` all tie at ``now`` and go by name; the others come after them by (time, name).
+    None when fewer than ``count`` are ever free."""
+    if len(timed) < count or timed[count - 1][0] == INFINITE:
+        return None
+    ready = bisect_right(timed, now, key=_TIME)
+    if ready >= count:
+        return now, tuple(sorted(map(_NAME, timed[:ready]))[:count])
+    return timed[count - 1][0], tuple(sorted(map(_NAME, timed[:count])))
+
+
+class _Kind:
+    """The candidates for one GPU type (None: any) among a profile's nodes, in their order."""
+
+    def __init__(self, nodes: list[ClusterNodeSpec]) -> None:
+        self.nodes = nodes
+        sizes = {node.gpus for node in nodes}
+        self.largest = max(sizes, default=None)
+        self.size = sizes.pop() if len(sizes) == 1 else None  # the one size of them all
+        members: dict[str, list[ClusterNodeSpec]] = {}
+        for node in nodes:
+            members.setdefault(node.domain, []).append(node)
+        self.domains = list(members)  # in order of first appearance
+        self.members = list(members.values())
+
+
+class _Layout:
+    """What a profile reads off its nodes alone (``by_name``: the healthy nodes it covers)."""
+
+    def __init__(self, by_name: dict[str, ClusterNodeSpec]) -> None:
+        self.by_name = by_name
+        self.kinds: dict[str | None, _Kind] = {}
+
+    def kind(self, gpu_type: str | None) -> _Kind:
+        kind = self.kinds.get(gpu_type)
+        if kind is None:
+            kind = self.kinds[gpu_type] = _Kind(
+                [node for node in self.by_name.values() if gpu_type in (None, node.gpu_type)]
+            )
+        return kind
+
+
+_LAYOUTS: ByIdentity[_Layout] = ByIdentity()  # a nodes tuple -> its layout (memo.py)
+
+
+def _layout(nodes: Iterable[ClusterNodeSpec], free: Mapping[str, int], source: tuple | None) -> _Layout:
+    """The layout of ``nodes`` that are in ``free``; kept per ``source`` tuple (the nodes are its
+    healthy ones) as long as ``free`` covers exactly those."""
+    if type(source) is tuple:
+        layout = _LAYOUTS.get(source, lambda: _Layout({node.name: node for node in source if node.healthy}))
+        if layout.by_name.keys() == free.keys():
+            return layout
+    return _Layout({node.name: node for node in nodes if node.name in free})
+
+
+class _Domain:
+    """One domain's candidates of one size, sorted by when each is wholly free as its key in
+    ``keys`` says (``_key``): (time, name), the time not clamped to ``now``. Kept in step with
+    ``keys`` by identity: a key the caller dropped or replaced is a node to sort again. Nodes
+    whose key does not settle it (None) are in ``unsettled``, not in the order."""
+
+    def __init__(self, members: list[ClusterNodeSpec], preemptive: bool) -> None:
+        self.names = [node.name for node in members]
+        self.where = {node.name: at for at, node in enumerate(members)}
+        self.size = {node.name: node.gpus for node in members}
+        self.preemptive = preemptive
+        self.seen: list[object] = [_UNSEEN] * len(members)  # the key each node is sorted by
+        self.timed: list[tuple[float, str]] = []
+        self.unsettled: set[str] = set()
+
+    def synced(self, profile: ReleaseProfile) -> list[tuple[float, str]]:
+        """The order, after sorting again the nodes whose key changed (the list itself: not to
+        be changed). Keys missing for nodes the profile did not change are worked out and kept,
+        as ``_wholes`` does."""
+        keys, names, seen = profile.keys, self.names, self.seen
+        current = list(map(keys.get, names, repeat(_UNKNOWN)))
+        stale = list(compress(range(len(names)), map(is_not, current, seen)))
+        if not stale:
+            return self.timed
+        timed, changed, index = self.timed, profile.changed, 0 if self.preemptive else 1
+        for at in stale:
+            name, key, old = names[at], current[at], seen[at]
+            if old is None:
+                self.unsettled.discard(name)
+            elif old is not _UNSEEN:
+                del timed[bisect_left(timed, (old[index], name))]
+            if key is _UNKNOWN and name not in changed:
+                left, here = profile._state(name)
+                key = keys[name] = _key(name, self.size[name], left, here)
+            if key is _UNKNOWN:  # changed in this pass: looked at again next time
+                seen[at] = _UNSEEN
+                continue
+            seen[at] = key
+            if key is None:
+                self.unsettled.add(name)
+            else:
+                insort(timed, (key[index], name))
+        return timed
+
+    def without(self, names: Iterable[str], timed: list[tuple[float, str]]) -> list[tuple[float, str]]:
+        """A copy of ``timed`` without the given nodes."""
+        timed = list(timed)
+        index = 0 if self.preemptive else 1
+        for name in names:
+            key = self.seen[self.where[name]]
+            if key is not None and key is not _UNSEEN:
+                del timed[bisect_left(timed, (key[index], name))]
+        return timed
+
+
+class _Order:
+    """The nodes in release order per domain, carried from pass to pass while the release keys
+    (the filing's, see filing.py), the layout and the rule (preemptive or not) stay the same."""
+
+    def __init__(self, keys: dict, layout: _Layout, preemptive: bool) -> None:
+        self.keys, self.layout, self.preemptive = keys, layout, preemptive
+        self.kinds: dict[int, tuple[_Kind, list[_Domain]]] = {}
+
+    def domains(self, kind: _Kind) -> list[_Domain]:
+        entry = self.kinds.get(id(kind))
+        if entry is None or entry[0] is not kind:
+            entry = self.kinds[id(kind)] = (
+                kind,
+                [_Domain(members, self.preemptive) for members in kind.members],
+            )
+        return entry[1]
+
+
+def _order(keys: dict, layout: _Layout, preemptive: bool) -> _Order:
+    """This thread's carried order for ``keys`` and ``layout``; a new one for new ones."""
+    order = getattr(_LOCAL, "order", None)
+    if (
+        order is None
+        or order.keys is not keys
+        or order.layout is not layout
+        or order.preemptive != preemptive
+    ):
+        order = _LOCAL.order = _Order(keys, layout, preemptive)
+    return order
 
 
 def _key(
