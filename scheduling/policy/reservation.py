@@ -216,9 +216,7 @@ class ReleaseProfile:
         if not per_node or gpus % per_node:
             return INFINITE, ()
         if per_node == kind.size and self.keys is not None:
-            found = self._whole_nodes(gpus // per_node, kind)
-            if found is not None:
-                return found
+            return self._whole_nodes(gpus // per_node, kind)
         return self._many_nodes(gpus // per_node, per_node, kind.nodes)
 
     def _first_whole(self, gpus: int, kind: _Kind) -> tuple[float, tuple[str, ...]]:
@@ -229,40 +227,51 @@ class ReleaseProfile:
             return INFINITE, ()
         return best
 
-    def _whole_nodes(self, count: int, kind: _Kind) -> tuple[float, tuple[str, ...]] | None:
+    def _whole_nodes(self, count: int, kind: _Kind) -> tuple[float, tuple[str, ...]]:
         """``_many_nodes`` for a gang of ``count`` whole nodes, all candidates being of one size,
-        from the nodes in release order (``_Order``); None when no domain has enough (then the
-        nodes of all domains are taken together, as ``_many_nodes`` does)."""
+        from the nodes in release order (``_Order``): the domain whose ``count``-th node is free
+        first (ties by domain name); when none has enough, the nodes of all domains together."""
         now = self.now
-        domains = self._timed(kind)
-        options = []
-        for domain, timed in zip(kind.domains, domains, strict=True):
-            found = _first(timed, count, now)
-            if found is not None:
-                options.append((found[0], domain, found[1]))
-        if options:
-            time, _, names = min(options)
-            return time, names
-        everything = sorted(chain.from_iterable(timed[: bisect_left(timed, _NEVER)] for timed in domains))
+        listed = self._timed(kind)
+        best, chosen = None, None
+        for domain, timed in zip(kind.domains, listed, strict=True):
+            if len(timed) >= count:
+                time = timed[count - 1][0]
+                if time < INFINITE:
+                    option = (time if time > now else now, domain)  # (all free by now: now)
+                    if best is None or option < best:
+                        best, chosen = option, timed
+        if chosen is not None:
+            return _pick(chosen, count, now)
+        everything = sorted(chain.from_iterable(timed[: bisect_left(timed, _NEVER)] for timed in listed))
         return _first(everything, count, now) or (INFINITE, ())
 
     def _timed(self, kind: _Kind) -> list[list[tuple[float, str]]]:
         """Per domain of ``kind`` (in ``kind.domains`` order), its nodes as (time wholly free,
         name), in that order, inf last. Times before ``now`` are not clamped to it: they all mean
         "now", so the nodes free now are the ones up to ``now`` (see ``_first``). Nodes this pass
-        changed and nodes whose key does not settle it are worked out here (``_wholes``)."""
-        changed, nodes = self.changed, self.nodes
-        listed = []
-        for domain in _order(self.keys, self.layout, self.preemptive).domains(kind):
-            timed = domain.synced(self)
-            aside = domain.unsettled
-            if changed:
-                aside = aside.union(filter(domain.where.__contains__, changed))
-            if aside:
-                timed = domain.without(aside, timed)
-                for name in aside:  # (the order of insertion does not matter: names are unique)
-                    insort(timed, (self._wholes((nodes[name],))[0], name))
-            listed.append(timed)
+        changed and nodes whose key does not settle it are worked out here (``_wholes``): the
+        lists of their domains are copies, the others the carried lists themselves."""
+        keys = self.keys
+        assert keys is not None  # (earliest reads an order only with keys)
+        ranks = _order(keys, self.layout, self.preemptive).ranks(kind)
+        listed = ranks.synced(self, keys)
+        changed, where = self.changed, ranks.where
+        aside = [name for name in changed if name in where] if changed else []
+        aside.extend(name for name in ranks.unsettled if name not in changed)
+        if aside:
+            nodes, domain_of, copied = self.nodes, ranks.domain_of, set()
+            listed = list(listed)
+            for name in aside:  # (in any order: names are unique)
+                at = domain_of[where[name]]
+                if at not in copied:
+                    copied.add(at)
+                    listed[at] = list(listed[at])
+                timed = listed[at]
+                key = ranks.seen[where[name]]
+                if key is not None and key is not _UNSEEN:  # its carried entry: not this pass's
+                    del timed[bisect_left(timed, (key[ranks.index], name))]
+                insort(timed, (self._wholes((nodes[name],))[0], name))
         return listed
 
     def _one_node(self, gpus: int, candidates: list[ClusterNodeSpec]) -> tuple[float, tuple[str, ...]]:
@@ -313,6 +322,11 @@ def _first(timed: list[tuple[float, str]], count: int, now: float) -> tuple[floa
     None when fewer than ``count`` are ever free."""
     if len(timed) < count or timed[count - 1][0] == INFINITE:
         return None
+    return _pick(timed, count, now)
+
+
+def _pick(timed: list[tuple[float, str]], count: int, now: float) -> tuple[float, tuple[str, ...]]:
+    """``_first`` of ``timed`` that has at least ``count`` finite times."""
     ready = bisect_right(timed, now, key=_TIME)
     if ready >= count:
         return now, tuple(sorted(map(_NAME, timed[:ready]))[:count])
@@ -363,77 +377,67 @@ def _layout(nodes: Iterable[ClusterNodeSpec], free: Mapping[str, int], source: t
     return _Layout({node.name: node for node in nodes if node.name in free})
 
 
-class _Domain:
-    """One domain's candidates of one size, sorted by when each is wholly free as its key in
+class _Ranks:
+    """The candidates of one kind, per domain, sorted by when each is wholly free as its key in
     ``keys`` says (``_key``): (time, name), the time not clamped to ``now``. Kept in step with
     ``keys`` by identity: a key the caller dropped or replaced is a node to sort again. Nodes
-    whose key does not settle it (None) are in ``unsettled``, not in the order."""
+    whose key does not settle it (None) are in ``unsettled``, not in the order; nodes without
+    a key (changed by a pass before their key was worked out) are in neither."""
 
-    def __init__(self, members: list[ClusterNodeSpec], preemptive: bool) -> None:
-        self.names = [node.name for node in members]
-        self.where = {node.name: at for at, node in enumerate(members)}
-        self.size = {node.name: node.gpus for node in members}
-        self.preemptive = preemptive
-        self.seen: list[object] = [_UNSEEN] * len(members)  # the key each node is sorted by
-        self.timed: list[tuple[float, str]] = []
+    def __init__(self, kind: _Kind, preemptive: bool) -> None:
+        self.kind = kind
+        self.names = [node.name for members in kind.members for node in members]
+        self.where = {name: at for at, name in enumerate(self.names)}
+        self.domain_of = [at for at, members in enumerate(kind.members) for _ in members]
+        self.size = [node.gpus for members in kind.members for node in members]
+        self.index = 0 if preemptive else 1  # which time of a key counts
+        self.seen: list = [_UNSEEN] * len(self.names)  # the key each node is sorted by (or not)
+        self.listed: list[list[tuple[float, str]]] = [[] for _ in kind.members]
         self.unsettled: set[str] = set()
 
-    def synced(self, profile: ReleaseProfile) -> list[tuple[float, str]]:
-        """The order, after sorting again the nodes whose key changed (the list itself: not to
-        be changed). Keys missing for nodes the profile did not change are worked out and kept,
-        as ``_wholes`` does."""
-        keys, names, seen = profile.keys, self.names, self.seen
+    def synced(
+        self, profile: ReleaseProfile, keys: dict[str, tuple[float, float] | None]
+    ) -> list[list[tuple[float, str]]]:
+        """The order per domain, after sorting again the nodes whose key changed (the lists
+        themselves: not to be changed). Keys missing for nodes the profile did not change are
+        worked out and kept, as ``_wholes`` does."""
+        names, seen = self.names, self.seen
         current = list(map(keys.get, names, repeat(_UNKNOWN)))
-        stale = list(compress(range(len(names)), map(is_not, current, seen)))
-        if not stale:
-            return self.timed
-        timed, changed, index = self.timed, profile.changed, 0 if self.preemptive else 1
-        for at in stale:
+        listed, index, changed = self.listed, self.index, profile.changed
+        for at in compress(range(len(names)), map(is_not, current, seen)):
             name, key, old = names[at], current[at], seen[at]
+            timed = listed[self.domain_of[at]]
             if old is None:
                 self.unsettled.discard(name)
             elif old is not _UNSEEN:
                 del timed[bisect_left(timed, (old[index], name))]
             if key is _UNKNOWN and name not in changed:
                 left, here = profile._state(name)
-                key = keys[name] = _key(name, self.size[name], left, here)
+                key = keys[name] = _key(name, self.size[at], left, here)
             if key is _UNKNOWN:  # changed in this pass: looked at again next time
                 seen[at] = _UNSEEN
-                continue
-            seen[at] = key
-            if key is None:
+            elif key is None:
+                seen[at] = None
                 self.unsettled.add(name)
             else:
+                seen[at] = key
                 insort(timed, (key[index], name))
-        return timed
-
-    def without(self, names: Iterable[str], timed: list[tuple[float, str]]) -> list[tuple[float, str]]:
-        """A copy of ``timed`` without the given nodes."""
-        timed = list(timed)
-        index = 0 if self.preemptive else 1
-        for name in names:
-            key = self.seen[self.where[name]]
-            if key is not None and key is not _UNSEEN:
-                del timed[bisect_left(timed, (key[index], name))]
-        return timed
+        return listed
 
 
 class _Order:
-    """The nodes in release order per domain, carried from pass to pass while the release keys
+    """The nodes in release order per kind, carried from pass to pass while the release keys
     (the filing's, see filing.py), the layout and the rule (preemptive or not) stay the same."""
 
     def __init__(self, keys: dict, layout: _Layout, preemptive: bool) -> None:
         self.keys, self.layout, self.preemptive = keys, layout, preemptive
-        self.kinds: dict[int, tuple[_Kind, list[_Domain]]] = {}
+        self.kinds: dict[int, _Ranks] = {}  # by the kind's id (the layout holds the kinds)
 
-    def domains(self, kind: _Kind) -> list[_Domain]:
-        entry = self.kinds.get(id(kind))
-        if entry is None or entry[0] is not kind:
-            entry = self.kinds[id(kind)] = (
-                kind,
-                [_Domain(members, self.preemptive) for members in kind.members],
-            )
-        return entry[1]
+    def ranks(self, kind: _Kind) -> _Ranks:
+        ranks = self.kinds.get(id(kind))
+        if ranks is None or ranks.kind is not kind:
+            ranks = self.kinds[id(kind)] = _Ranks(kind, self.preemptive)
+        return ranks
 
 
 def _order(keys: dict, layout: _Layout, preemptive: bool) -> _Order:
