@@ -354,8 +354,8 @@ class Explaining:
     def _release_profile(self) -> ReleaseProfile:
         """When GPUs free up, from what runs now: built once, then only the nodes that work started
         on or left since (``touched``) are recomputed."""
-        free = {**self.index.free, **self.reserved.free}
         if self.profile is None:
+            free = {**self.index.free, **self.reserved.free}
             nodes = self.snapshot.nodes
             preemptive = self.fairshare and self.config.preemption
             self.profile = ReleaseProfile(
@@ -369,7 +369,7 @@ class Explaining:
                 source=nodes,
             )
         elif self.touched:
-            self.profile.refresh(self.touched, free, self.occupants)
+            self.profile.refresh(self.touched, {**self.index.free, **self.reserved.free}, self.occupants)
         self.touched.clear()
         return self.profile
 
