@@ -15,6 +15,14 @@ For every healthy node the profile keeps, for each count g, the earliest time th
 GPUs. A one-node shape starts at the earliest such time over the nodes (ties by node name); a gang
 of k whole nodes at the k-th earliest "wholly free" time within one domain (ties by domain name),
 or across domains when no single domain has k nodes. ``inf`` means unknown.
+
+Whole nodes of one size (the usual gang, or one whole node) are picked from an order carried
+from pass to pass (``_Order``): per domain, the nodes sorted by (time wholly free, name) as their
+release keys say, the time not clamped to ``now``. Clamping keeps that order except that every
+node free by ``now`` ties at ``now`` and goes by name, so the earliest k are read off it
+(``_first``). A pass re-sorts only the nodes whose key changed since (found by identity), and
+works out the nodes it changed itself on a copy of their domain's list; without keys (filed
+afresh, as a live pass is) every node is worked out as before.
 """
 
 from __future__ import annotations
