@@ -28,27 +28,98 @@ Choice = tuple[Placement, list[RunningWorkload]]
 
 class VictimPool:
     """Victims in preemption order, the nodes they could clear, and upper bounds that reject
-    hopeless shapes in O(1). Built once per preemptor standing and reused for every shape."""
+    hopeless shapes in O(1). Built once per preemptor standing and reused for every shape.
+
+    Each part is worked out the first time a shape asks for it (most attempts are one-node shapes,
+    which read only ``best_one_node``; only gangs read ``whole_nodes``, ``clearable`` and
+    ``rank``). A pool lives one standing (generation), in which neither ``index`` nor
+    ``occupants`` changes, so working a part out later gives what working it out now would."""
 
     def __init__(self, ordered: Sequence[RunningWorkload], index: FreeIndex, occupants: Mapping) -> None:
         self.ordered = ordered
-        self.rank = {victim.id: position for position, victim in enumerate(ordered)}
-        freeable: dict[str, int] = {}
-        for victim in ordered:
-            for name, gpus in victim.placement:
-                if name in index.free:
-                    freeable[name] = freeable.get(name, 0) + gpus
-        self.best_one_node: dict[str, int] = {}  # gpu type -> most GPUs one node could have free
-        self.whole_nodes: dict[tuple[str, int], int] = {}  # (type, size) -> nodes that could be free
-        self.clearable: list[tuple[int, str, list[RunningWorkload]]] = []  # (worst rank, node, victims)
+        self._index = index
+        self._occupants = occupants
+        self._rank: dict[int, int] | None = None
+        self._freeable: dict[str, int] | None = None
+        self._best_one_node: dict[str, int] | None = None
+        self._whole_nodes: dict[tuple[str, int], int] | None = None
+        self._clearable: list[tuple[int, str, list[RunningWorkload]]] | None = None
         self.usable: dict[tuple[int, str | None], dict] = {}  # (node size, gpu type) -> usable nodes
-        rank, free, best = self.rank, index.free, self.best_one_node
-        for name in sorted(freeable):
+
+    @property
+    def rank(self) -> dict[int, int]:
+        """victim id -> its position in preemption order."""
+        rank = self._rank
+        if rank is None:
+            rank = self._rank = {victim.id: position for position, victim in enumerate(self.ordered)}
+        return rank
+
+    def _freeable_gpus(self) -> dict[str, int]:
+        """node in the index -> the GPUs its victims hold there."""
+        freeable = self._freeable
+        if freeable is None:
+            held: dict[str, int] = {}
+            get = held.get
+            for victim in self.ordered:
+                for name, gpus in victim.placement:
+                    held[name] = get(name, 0) + gpus
+            free = self._index.free
+            freeable = self._freeable = {name: gpus for name, gpus in held.items() if name in free}
+        return freeable
+
+    def _one_node_reachable(self, gpus: int, gpu_type: str | None) -> bool:
+        """Whether taking victims in order ever leaves ``gpus`` free on one node of the type: the
+        test ``best_one_node`` answers, but stopping at the first such node (most one-node
+        attempts ask once per pool). A walk that finds none has seen every victim, so it keeps
+        what they hold for ``best_one_node`` and ``clearable``."""
+        held: dict[str, int] = {}
+        get = held.get
+        free, spec = self._index.free, self._index.spec
+        for victim in self.ordered:
+            for name, on_node in victim.placement:
+                total = held[name] = get(name, 0) + on_node
+                left = free.get(name)
+                if left is not None and left + total >= gpus and gpu_type in (None, spec[name].gpu_type):
+                    return True
+        self._freeable = {name: on_node for name, on_node in held.items() if name in free}
+        return False
+
+    @property
+    def best_one_node(self) -> dict[str, int]:
+        """gpu type -> most GPUs one node could have free (a maximum: the order of nodes is moot)."""
+        best = self._best_one_node
+        if best is None:
+            best = self._best_one_node = {}
+            free, spec = self._index.free, self._index.spec
+            for name, gpus in self._freeable_gpus().items():
+                kind = spec[name].gpu_type
+                total = free[name] + gpus
+                known = best.get(kind)
+                if known is None or total > known:
+                    best[kind] = total
+        return best
+
+    @property
+    def whole_nodes(self) -> dict[tuple[str, int], int]:
+        """(type, size) -> nodes that could be wholly free."""
+        if self._whole_nodes is None:
+            self._clear()
+        return self._whole_nodes
+
+    @property
+    def clearable(self) -> list[tuple[int, str, list[RunningWorkload]]]:
+        """(worst rank, node, victims) of each occupied node all of whose work may go, by name."""
+        if self._clearable is None:
+            self._clear()
+        return self._clearable
+
+    def _clear(self) -> None:
+        index, occupants, rank = self._index, self._occupants, self.rank
+        free = index.free
+        whole: dict[tuple[str, int], int] = {}
+        clearable: list[tuple[int, str, list[RunningWorkload]]] = []
+        for name in sorted(self._freeable_gpus()):
             spec = index.spec[name]
-            total = free[name] + freeable[name]
-            known = best.get(spec.gpu_type)
-            if known is None or total > known:
-                best[spec.gpu_type] = total
             on_node = occupants.get(name, ())
             if free[name] < spec.gpus and on_node:
                 worst = -1  # the last in preemption order of what runs there, if all of it may go
@@ -60,10 +131,11 @@ class VictimPool:
                         worst = at
                 else:
                     key = (spec.gpu_type, spec.gpus)
-                    self.whole_nodes[key] = self.whole_nodes.get(key, 0) + 1
-                    self.clearable.append((worst, name, list(on_node)))
+                    whole[key] = whole.get(key, 0) + 1
+                    clearable.append((worst, name, list(on_node)))
         for (kind, size, _), names in index.whole.items():
-            self.whole_nodes[(kind, size)] = self.whole_nodes.get((kind, size), 0) + len(names)
+            whole[(kind, size)] = whole.get((kind, size), 0) + len(names)
+        self._whole_nodes, self._clearable = whole, clearable
 
     def hopeless(self, shape: Shape, index: FreeIndex) -> bool:
         gpus, per_node, gpu_type = shape
@@ -72,6 +144,8 @@ class VictimPool:
         if per_node is not None and per_node < gpus and per_node != index.largest(gpu_type):
             return False  # a spread: no cheap bound, let the search decide
         if (per_node is None or per_node >= gpus) and index.largest(gpu_type) >= gpus:
+            if self._best_one_node is None and self._freeable is None:
+                return not self._one_node_reachable(gpus, gpu_type)
             return all(best < gpus for kind, best in self.best_one_node.items() if gpu_type in (None, kind))
         return not any(
             count * size >= gpus and gpus % size == 0 and per_node in (None, size)
