@@ -41,7 +41,9 @@ Occupants = dict[str, list[RunningWorkload]]
 Candidates = dict[tuple[str, bool], list[RunningWorkload]]
 # node -> what ``reservation.ReleaseProfile`` worked out from its occupants alone (see there)
 ReleaseKeys = dict[str, tuple[float, float] | None]
-Filed = tuple[Occupants, Candidates, dict[str, int], FreeIndex, FreeIndex, ReleaseKeys | None]
+Filed = tuple[
+    Occupants, Candidates, dict[str, int], FreeIndex, FreeIndex, ReleaseKeys | None, "KeptNeeds | None"
+]
 
 _BY_ID = attrgetter("id")
 _FOUND_WITHIN = 8  # a carried tuple starts with one of the last one's first few workloads
@@ -66,6 +68,28 @@ def carried(
     if carry is None:
         carry = _LOCAL.carry = _Carry()
     return carry.filed(running, nodes, healthy, capacity, ancestors, limit, now)
+
+
+class KeptNeeds:
+    """What ``preempting.Preempting._node_needs`` worked out for a node from its occupants alone, as
+    the base holds them: filled by the passes for nodes they did not change, emptied here for a
+    node whenever its occupants change (shared by the passes, like the release keys).
+
+    ``settled``: node -> the funded allocations to preempt to clear it, for nodes whose work all
+    started before the pass that worked it out and none of it protected then: that holds at every
+    later ``now`` (a base never goes back in time). ``blocked``: node -> until when protected work
+    keeps it from being cleared (worked out again from then on). Both for ``shielding`` only."""
+
+    __slots__ = ("blocked", "settled", "shielding")
+
+    def __init__(self) -> None:
+        self.settled: dict[str, frozenset] = {}
+        self.blocked: dict[str, float] = {}
+        self.shielding: bool | None = None
+
+    def forget(self, name: str) -> None:
+        self.settled.pop(name, None)
+        self.blocked.pop(name, None)
 
 
 def forget() -> None:
@@ -175,6 +199,7 @@ class _Base:
         # Filled by the passes' release profiles for nodes they did not change, emptied here for a
         # node whenever its occupants change: it depends on nothing else (reservation.py).
         self.release_keys: ReleaseKeys = {}
+        self.kept_needs = KeptNeeds()  # likewise (preempting.py)
 
     def fits(self, ancestors: dict, limit: dict, now: float) -> bool:
         return ancestors is self.ancestors and limit is self.limit and now >= self.now  # (not NaN)
@@ -203,9 +228,10 @@ class _Base:
             if type(placed) is not int or placed < 0:
                 return False
         occupants, load, index, keys = self.occupants, self.load, self.index, self.release_keys
-        free = index.free
+        free, kept = index.free, self.kept_needs
         for name, placed in workload.placement:
             keys.pop(name, None)
+            kept.forget(name)
             here = occupants.get(name)
             if here is None:
                 occupants[name] = [workload]
@@ -223,9 +249,10 @@ class _Base:
 
     def remove(self, workload: RunningWorkload) -> None:
         occupants, load, index, keys = self.occupants, self.load, self.index, self.release_keys
-        free = index.free
+        free, kept = index.free, self.kept_needs
         for name, placed in workload.placement:
             keys.pop(name, None)
+            kept.forget(name)
             here = occupants[name]
             drop_identical(here, workload)
             if not here:
@@ -291,6 +318,7 @@ class _Base:
             self.index.copy(),
             self.index.copy(),
             self.release_keys,  # shared: a pass adds only what holds for this base
+            self.kept_needs,  # likewise
         )
 
 

@@ -200,16 +200,25 @@ class _Pass(Preempting, Explaining):
         self.unshielded: dict[str, list[RunningWorkload]] = {}  # see Preempting._unshielded
         self.clearable: dict[int, object] = {}  # see Preempting._clearable
         self.node_needs: dict[str, frozenset | None] | None = None  # see Preempting._node_needs
+        self.evicted_nodes: set[str] = set()  # see Preempting._kept_node_needs
         filed = carried(
             snapshot.running, snapshot.nodes, healthy, capacity, tree.ancestors, tree.limit, self.now
         )
         if filed is None:
             filed = self._file(healthy, capacity)
-        self.occupants, self.candidates, self.used, self.index, self.start_index, self.release_keys = filed
+        (
+            self.occupants,
+            self.candidates,
+            self.used,
+            self.index,
+            self.start_index,
+            self.release_keys,
+            self.kept_needs,
+        ) = filed
 
     def _file(self, healthy: list, capacity: dict[str, int]) -> Filed:
         """File the running work afresh: (occupants, candidates, used, index, start index, no
-        release keys)."""
+        release keys, no kept node needs)."""
         free = dict(capacity)
         occupants: dict[str, list[RunningWorkload]] = {}
         # (allocation, funded) -> running work that may become a victim, least work lost first
@@ -245,7 +254,7 @@ class _Pass(Preempting, Explaining):
 
         for running in candidates.values():
             running.sort(key=work_lost)
-        return occupants, candidates, used, index, index.copy(), None  # the copy: free before this pass
+        return occupants, candidates, used, index, index.copy(), None, None  # the copy: free before this pass
 
     def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:
         """GPU-seconds a preemption throws away (0 for resumable work: it resumes), then id."""

@@ -3,7 +3,7 @@ preempt, in which order, and what happens to the victims. Mixed into the pass (p
 
 from __future__ import annotations
 
-from scheduling.policy.filing import drop_identical
+from scheduling.policy.filing import KeptNeeds, drop_identical
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preemption import VictimPool, choose_victims
 from scheduling.policy.replay import as_pending, single_type
@@ -212,8 +212,11 @@ class Preempting:
     def _node_needs(self) -> dict[str, frozenset | None]:
         """Occupied node -> the funded allocations whose work on it must all be preemptible to
         clear it (unfunded work always is), or None when it holds work that cannot be (protected,
-        or started at ``now``). Made once per pass, then kept by ``_occupy_new`` and ``_evict``."""
+        or started at ``now``). Made once per pass, then kept by ``_occupy_new`` and ``_evict``;
+        read off the carried filing's ``KeptNeeds`` where it has them (``_kept_node_needs``)."""
         needs = self.node_needs
+        if needs is None and self.kept_needs is not None:
+            return self._kept_node_needs(self.kept_needs)
         if needs is None:
             needs = self.node_needs = {}
             now, shielding, alone, nothing = self.now, self.config.contract, {}, frozenset()
@@ -236,6 +239,66 @@ class Preempting:
                         need = alone[allocation] = frozenset((allocation,))
                     needs[name] = need
         return needs
+
+    def _kept_node_needs(self, kept: KeptNeeds) -> dict[str, frozenset | None]:
+        """``_node_needs`` from what earlier passes kept for the nodes whose occupants have not
+        changed since (the base empties a node's entries when they do): a settled need holds at
+        any later ``now``, a node blocked by protection stays blocked while ``now`` is before the
+        earliest protection there ends. Nodes this pass started or evicted work on are worked out
+        from the pass's own lists and not kept; the other nodes worked out are kept for the next
+        passes. Which nodes are read in which order is moot: the pass only looks needs up."""
+        now, shielding, occupants = self.now, self.config.contract, self.occupants
+        if kept.shielding != shielding:
+            kept.settled.clear()
+            kept.blocked.clear()
+            kept.shielding = shielding
+        changed = set(self.evicted_nodes)
+        for start in self.starts:
+            changed.update(name for name, _ in start.placement)
+        settled, blocked = kept.settled, kept.blocked
+        needs = self.node_needs = dict(settled)
+        expired = []
+        for name, until in blocked.items():
+            if now < until:
+                needs[name] = None
+            else:
+                expired.append(name)
+        for name in expired:
+            del blocked[name]
+        for name in changed:
+            needs.pop(name, None)
+        for name in occupants.keys() - needs.keys():
+            here = occupants[name]
+            if not here:
+                continue
+            need, until = self._node_need_until(here)
+            needs[name] = need
+            if until is not None and name not in changed:
+                if need is None:
+                    blocked[name] = until
+                else:
+                    settled[name] = need
+        return needs
+
+    def _node_need_until(self, here: list[RunningWorkload]) -> tuple[frozenset | None, float | None]:
+        """(``_node_need``, until when it holds as ``now`` moves on: forever for a need, the
+        earliest end of protection there for a node protection blocks, None for a node with work
+        started at ``now``, which becomes a candidate at a later ``now``)."""
+        now, shielding = self.now, self.config.contract
+        funded = set()
+        until = None
+        for occupant in here:
+            if not occupant.started_at < now:
+                return None, None
+            if occupant.funded:
+                if shielding and occupant.protected_until > now:
+                    if until is None or occupant.protected_until < until:
+                        until = occupant.protected_until
+                    continue
+                funded.add(occupant.allocation)
+        if until is not None:
+            return None, until
+        return frozenset(funded), _FOREVER
 
     def _node_need(self, here: list[RunningWorkload]) -> frozenset | None:
         now, shielding = self.now, self.config.contract
@@ -369,6 +432,7 @@ class Preempting:
         self.index.give(victim.placement)
         self.reserved.give(victim.placement)
         self._recount([name for name, _ in victim.placement])
+        self.evicted_nodes.update(name for name, _ in victim.placement)
         needs = self.node_needs
         for name, _ in victim.placement:
             # a copy without it (the list may be the carried filing's own; equal is not enough)
@@ -424,6 +488,7 @@ class _Clearable:
         self.changed: set[str] = set()
 
 
+_FOREVER = float("inf")
 _WHOLE = object()  # a wholly free node's mark while counting
 
 
