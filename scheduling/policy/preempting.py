@@ -166,7 +166,9 @@ class Preempting:
         filings = index.filings
         if state is None:
             state = self.clearable[id(index)] = _Clearable()
-            changed = index.free
+            state.filed = len(filings)
+            state.relief = self.relief
+            return self._count_clearable(index, state)
         else:
             changed, state.changed = state.changed, set()
             changed.update(filings[state.filed :])
@@ -202,6 +204,37 @@ class Preempting:
             else:
                 contributions[name] = (key, funded)
                 counts[1][funded] = counts[1].get(funded, 0) + 1
+        return found
+
+    def _count_clearable(self, index: FreeIndex, state: _Clearable) -> dict[tuple[str, int], list]:
+        """``_clearable``'s first count on ``index`` in a pass: every node, in the index's order,
+        as the loop there counts a node that contributed nothing yet (nothing to take back)."""
+        needs, spec, contributions, found = self._node_needs(), index.spec, state.contributions, state.found
+        for name, left in index.free.items():
+            node = spec.get(name)
+            if node is None:
+                continue
+            size = node.gpus
+            if left >= size:
+                if left != size or not left:
+                    continue  # more than a node holds, or a node of no GPUs: not wholly free
+                key = (node.gpu_type, size)
+                counts = found.get(key)
+                if counts is None:
+                    counts = found[key] = [0, {}]
+                contributions[name] = (key, None)
+                counts[0] += 1
+            else:
+                funded = needs.get(name)
+                if funded is None:
+                    continue
+                key = (node.gpu_type, size)
+                counts = found.get(key)
+                if counts is None:
+                    counts = found[key] = [0, {}]
+                contributions[name] = (key, funded)
+                counted = counts[1]
+                counted[funded] = counted.get(funded, 0) + 1
         return found
 
     def _recount(self, names: list[str]) -> None:
