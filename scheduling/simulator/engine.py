@@ -130,6 +130,10 @@ class Engine:
         self.usage = (
             DecayedUsage(config.half_life_s) if config.half_life_s else WindowedUsage(config.window_s)
         )
+        # What the snapshot reads, kept in the order of allocation_rates and pending_users: the
+        # tables recompute only the usage that can have moved since the last pass.
+        self.allocation_usage = self.usage.table()
+        self.user_usage = self.usage.table()
         fractions = entitlement_fractions(inputs.tree, inputs.gpus)
         self.ledger = Ledger(inputs.gpus, inputs.warmup_s, self.horizon, fractions)
         self.ledger.healthy_gpus = sum(node.gpus for node in inputs.cluster_nodes if node.healthy)
@@ -375,7 +379,10 @@ class Engine:
         self.pending[state.spec.id] = state.pending
         self.queue.add(state.pending)
         key = (state.spec.allocation, state.spec.user)
-        self.pending_users[key] = self.pending_users.get(key, 0) + 1
+        queued = self.pending_users.get(key, 0)
+        if not queued:
+            self.user_usage.add(key)
+        self.pending_users[key] = queued + 1
         self._changed()
 
     def _dequeue(self, state: JobState) -> None:
@@ -386,6 +393,7 @@ class Engine:
         self.pending_users[key] -= 1
         if not self.pending_users[key]:
             del self.pending_users[key]
+            self.user_usage.remove(key)
 
     def _end(self, state: JobState, status: str) -> None:
         state.status, state.ended_at = status, self.now
@@ -424,6 +432,8 @@ class Engine:
             ledger.allocation(spec.allocation).running += gpus
         else:
             ledger.assigned_unfunded += gpus
+        if spec.allocation not in self.allocation_rates:
+            self.allocation_usage.add(spec.allocation)
         for rates, key in (
             (self.allocation_rates, spec.allocation),
             (self.user_rates, (spec.allocation, spec.user)),
@@ -445,13 +455,13 @@ class Engine:
     # -- the snapshot ---------------------------------------------------------------------------
 
     def _snapshot(self) -> Snapshot:
-        now, usage = self.now, self.usage
+        now = self.now
         return Snapshot(
             cluster=self.inputs.name,
             tree=self.inputs.tree,
             nodes=self.node_tuple,
             running=tuple(self.running.values()),
             pending=tuple(self.pending.values()),
-            usage=usage.values(self.allocation_rates, now),
-            user_usage=usage.values(self.pending_users, now),
+            usage=self.allocation_usage.read(now),
+            user_usage=self.user_usage.read(now),
         )

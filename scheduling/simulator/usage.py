@@ -24,9 +24,19 @@ class WindowedUsage:
         self.window_s = window_s
         self.bucket_s = bucket_s
         self._keys: dict[Hashable, list] = {}  # key -> [rate, last_t, total_at_last_t, marks]
+        self._tables: list[WindowedTable] = []  # told of every rate change (their cache goes stale)
+
+    def table(self) -> WindowedTable:
+        """A new :class:`WindowedTable` over this usage (it lives as long as this object)."""
+        table = WindowedTable(self)
+        self._tables.append(table)
+        return table
 
     def set_rate(self, key: Hashable, now: float, rate: float) -> None:
         """From ``now`` on, ``key`` runs ``rate`` GPUs."""
+        for table in self._tables:
+            if key in table._read:
+                table._stale[key] = None
         state = self._keys.get(key)
         if state is None:
             state = self._keys[key] = [0.0, now, 0.0, [0.0] * (int(now // self.bucket_s) + 1)]
@@ -97,6 +107,111 @@ class WindowedUsage:
         return marks[hour] + (end_value - marks[hour]) * fraction
 
 
+class WindowedTable:
+    """``usage.values(keys, now)`` for an ordered set of keys that changes a little between reads
+    (one read per pass), recomputing only the keys whose value can have moved since the last read.
+
+    Invariants, between reads: ``_read`` holds every key in order. A key that is neither stale
+    nor moving has there exactly what ``values`` gives at any moment until its rate changes or
+    the window's start enters another hour (or passes 0): it runs nothing (rate 0) and the window
+    starts before anything it ran (the value is its total), after it stopped (0.0), or in an hour
+    in which it ran nothing (the hour's interpolation adds 0.0). Every other key is moving: in
+    ``_linear`` (the window starts at or before 0: ``values`` reads ``total + rate * (now - t)``),
+    ``_banded`` (the window starts in a closed hour: what ``values`` reads from the hour's marks,
+    which stay put until the hour or the rate changes) or ``_other`` (recomputed by ``values``).
+    The fast loops make the same operations, in the same order, as ``values``. A rate change
+    (``set_rate``) or a new hour makes a key stale: it is classified again at the next read.
+    """
+
+    def __init__(self, usage: WindowedUsage) -> None:
+        self._usage = usage
+        self._read: dict[Hashable, float] = {}  # every key, in order; exact unless moving or stale
+        self._linear: dict[Hashable, tuple[float, float, float]] = {}  # rate, last_t, total
+        self._banded: dict[Hashable, tuple[float, float, float, float, float]] = {}  # + mark, step
+        self._other: dict[Hashable, None] = {}
+        self._stale: dict[Hashable, None] = {}
+        self._hour: int | None = None  # the hour the window starts in (-1: at or before 0)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._read
+
+    def add(self, key: Hashable) -> None:
+        """Read ``key`` too, after the keys read so far."""
+        if key in self._read:
+            raise ValueError(f"{key!r} is read already")
+        self._read[key] = 0.0
+        self._stale[key] = None
+
+    def remove(self, key: Hashable) -> None:
+        """Stop reading ``key`` (the others keep their order)."""
+        del self._read[key]
+        self._forget(key)
+        self._stale.pop(key, None)
+
+    def _forget(self, key: Hashable) -> None:
+        self._linear.pop(key, None)
+        self._banded.pop(key, None)
+        self._other.pop(key, None)
+
+    def read(self, now: float) -> dict[Hashable, float]:
+        """``usage.values(keys, now)`` for the keys added and not removed, in the order added."""
+        usage, read = self._usage, self._read
+        low = now - usage.window_s
+        hour = -1 if low <= 0 else int(low // usage.bucket_s)
+        stale = self._stale
+        if hour != self._hour:
+            self._hour, stale = hour, read
+            self._linear, self._banded, self._other = {}, {}, {}
+        if stale:
+            self._classify(usage.values(stale, now), low, hour)
+            self._stale = {}
+        result = read.copy()
+        if hour < 0:
+            for key, (rate, last_t, total) in self._linear.items():
+                result[key] = total + rate * (now - last_t)
+        else:
+            start = hour * usage.bucket_s
+            end = start + usage.bucket_s
+            whole = (low - start) / (end - start) if end > start else 0.0
+            for key, (rate, last_t, total, mark, step) in self._banded.items():
+                result[key] = total + rate * (now - last_t) - (mark + step * whole)
+        if self._other:
+            result.update(usage.values(self._other, now))
+        return result
+
+    def _classify(self, values: dict[Hashable, float], low: float, hour: int) -> None:
+        """File each key of ``values`` (worked out at ``low + window``) as fixed or moving."""
+        found, read = self._usage._keys.get, self._read
+        for key, value in values.items():
+            self._forget(key)
+            state = found(key)
+            if state is None:
+                read[key] = value
+                continue
+            rate, last_t, total, marks = state
+            if hour < 0:
+                if rate:
+                    self._linear[key] = (rate, last_t, total)
+                else:
+                    read[key] = value
+            elif low >= last_t:
+                if rate:
+                    self._other[key] = None
+                else:
+                    read[key] = value
+            elif hour + 1 < len(marks):
+                mark = marks[hour]
+                step = marks[hour + 1] - mark
+                if rate or step:
+                    self._banded[key] = (rate, last_t, total, mark, step)
+                else:
+                    read[key] = value
+            elif rate or total != marks[hour]:
+                self._other[key] = None
+            else:
+                read[key] = value
+
+
 class DecayedUsage:
     """GPU-seconds per key, each weighed ``2 ** (-age / half_life)``.
 
@@ -106,6 +221,10 @@ class DecayedUsage:
     def __init__(self, half_life_s: float) -> None:
         self._decay = math.log(2) / half_life_s
         self._keys: dict[Hashable, list] = {}  # key -> [rate, last_t, decayed_at_last_t]
+
+    def table(self) -> DecayedTable:
+        """A new :class:`DecayedTable` over this usage."""
+        return DecayedTable(self)
 
     def set_rate(self, key: Hashable, now: float, rate: float) -> None:
         state = self._keys.get(key)
@@ -136,3 +255,26 @@ class DecayedUsage:
         rate, last_t, decayed = state
         factor = math.exp(-self._decay * (now - last_t))
         return decayed * factor + rate / self._decay * (1.0 - factor)
+
+
+class DecayedTable:
+    """What :class:`WindowedTable` is for :class:`DecayedUsage`: every value decays with time, so
+    every read recomputes every key."""
+
+    def __init__(self, usage: DecayedUsage) -> None:
+        self._usage = usage
+        self._keys: dict[Hashable, None] = {}
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._keys
+
+    def add(self, key: Hashable) -> None:
+        if key in self._keys:
+            raise ValueError(f"{key!r} is read already")
+        self._keys[key] = None
+
+    def remove(self, key: Hashable) -> None:
+        del self._keys[key]
+
+    def read(self, now: float) -> dict[Hashable, float]:
+        return self._usage.values(self._keys, now)
