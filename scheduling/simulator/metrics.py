@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import add, mul
 
 from scheduling.policy import BudgetNodeSpec
 
@@ -63,13 +65,44 @@ def jain_index(values: Sequence[float]) -> float | None:
     return None if not values or squares == 0 else sum(values) ** 2 / (len(values) * squares)
 
 
-@dataclass
 class AllocationLedger:
-    fraction: float
-    demand: int = 0  # GPUs of funded workloads pending or running
-    running: int = 0  # GPUs of funded workloads running
-    owed_s: float = 0.0
-    delivered_s: float = 0.0
+    """One allocation's line of a :class:`Ledger`, whose lists hold its numbers (so an accrual
+    adds to every allocation in one C-level loop):
+
+    - ``demand``: GPUs of its funded workloads pending or running; ``running``: those running
+    - ``owed_s``, ``delivered_s``: the integrals so far (see the module docstring)
+    """
+
+    __slots__ = ("fraction", "_ledger", "_at")
+
+    def __init__(self, fraction: float, ledger: Ledger, at: int) -> None:
+        self.fraction, self._ledger, self._at = fraction, ledger, at
+
+    @property
+    def demand(self) -> int:
+        return self._ledger._demand[self._at]
+
+    @demand.setter
+    def demand(self, gpus: int) -> None:
+        ledger, at = self._ledger, self._at
+        ledger._demand[at] = gpus
+        ledger._owing[at] = ledger._owed_rate(at)
+
+    @property
+    def running(self) -> int:
+        return self._ledger._running[self._at]
+
+    @running.setter
+    def running(self, gpus: int) -> None:
+        self._ledger._running[self._at] = gpus
+
+    @property
+    def owed_s(self) -> float:
+        return self._ledger._owed[self._at]
+
+    @property
+    def delivered_s(self) -> float:
+        return self._ledger._delivered[self._at]
 
 
 @dataclass
@@ -89,12 +122,36 @@ class Ledger:
     totals: dict[str, float] = field(default_factory=dict)
     allocations: dict[str, AllocationLedger] = field(default_factory=dict)
     hourly: dict[int, list[float]] = field(default_factory=dict)  # hour -> [funded, unfunded, healthy] GPU-s
+    # Per allocation, in the order of ``allocations``: what AllocationLedger reads and writes.
+    # ``_owing`` is ``min(fraction * healthy, demand)`` at ``_owing_healthy`` healthy GPUs, or 0
+    # without demand: adding ``0 * dt`` (0.0) leaves a sum as it was, as skipping it would.
+    _fractions: list[float] = field(default_factory=list)
+    _demand: list[int] = field(default_factory=list)
+    _running: list[int] = field(default_factory=list)
+    _owing: list[float] = field(default_factory=list)
+    _owing_healthy: int = 0
+    _owed: list[float] = field(default_factory=list)
+    _delivered: list[float] = field(default_factory=list)
 
     def allocation(self, path: str) -> AllocationLedger:
         ledger = self.allocations.get(path)
         if ledger is None:
-            ledger = self.allocations[path] = AllocationLedger(fraction=self.fractions.get(path, 0.0))
+            fraction = self.fractions.get(path, 0.0)
+            ledger = self.allocations[path] = AllocationLedger(fraction, self, len(self._owed))
+            for numbers, zero in (
+                (self._fractions, fraction),
+                (self._demand, 0),
+                (self._running, 0),
+                (self._owing, 0),
+                (self._owed, 0.0),
+                (self._delivered, 0.0),
+            ):
+                numbers.append(zero)
         return ledger
+
+    def _owed_rate(self, at: int) -> float:
+        demand = self._demand[at]
+        return min(self._fractions[at] * self._owing_healthy, demand) if demand else 0
 
     def accrue(self, now: float) -> None:
         start, end = max(self.last_t, self.measure_from), min(now, self.horizon)
@@ -118,12 +175,13 @@ class Ledger:
             totals[key] = totals.get(key, 0.0) + value * dt
 
     def _accrue_allocations(self, dt: float) -> None:
-        healthy = self.healthy_gpus
-        for ledger in self.allocations.values():
-            if ledger.demand:
-                ledger.owed_s += min(ledger.fraction * healthy, ledger.demand) * dt
-            if ledger.running:
-                ledger.delivered_s += ledger.running * dt
+        """``owed_s += min(fraction * healthy, demand) * dt`` where there is demand and
+        ``delivered_s += running * dt`` where work runs: the same products and sums, in C loops."""
+        if self._owing_healthy != self.healthy_gpus:
+            self._owing_healthy = self.healthy_gpus
+            self._owing = [self._owed_rate(at) for at in range(len(self._owing))]
+        self._owed = list(map(add, self._owed, map(mul, self._owing, repeat(dt))))
+        self._delivered = list(map(add, self._delivered, map(mul, self._running, repeat(dt))))
 
     def _accrue_hourly(self, start: float, end: float) -> None:
         while start < end:
