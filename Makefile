@@ -1,7 +1,7 @@
 # Everything a fresh machine needs (Python 3.11 and make) is installed from here.
 # The first Python 3.11 that can make a venv, the distribution's own first: Debian builds it with
 # profile-guided and link-time optimisation, which runs the scheduler's policy code (the simulator,
-# the live pass) about 1.4x faster than a plain source build such as pyenv's on the same machine.
+# the live pass) 1.2-1.4x faster than a plain source build such as pyenv's on the same machine.
 PYTHON ?= $(shell for candidate in /usr/bin/python3.11 python3.11 python3; do \
 	found=$$(command -v $$candidate) && $$found -c 'import ensurepip, venv' 2>/dev/null && { echo $$found; break; }; \
 	done)
