@@ -59,11 +59,11 @@ def carried(
     limit: dict[str, int],
     now: float,
 ) -> Filed | None:
-    """(occupants, candidates, used, index, start index, release keys) for ``running`` on
-    ``nodes`` (whose healthy nodes and their sizes are given), as filing afresh gives them:
-    copies the pass may change, but for each node's occupant list (replaced, never changed in
-    place) and the release keys (shared, see reservation.py). None when they cannot be carried
-    over: the caller files afresh."""
+    """(occupants, candidates, used, index, start index, release keys, kept node needs) for
+    ``running`` on ``nodes`` (whose healthy nodes and their sizes are given), as filing afresh
+    gives them: copies the pass may change, but for each node's occupant list (replaced, never
+    changed in place), the release keys and the kept node needs (shared, see reservation.py and
+    preempting.py). None when they cannot be carried over: the caller files afresh."""
     carry = getattr(_LOCAL, "carry", None)
     if carry is None:
         carry = _LOCAL.carry = _Carry()
