@@ -3,6 +3,11 @@ preempt, in which order, and what happens to the victims. Mixed into the pass (p
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterable
+from itertools import compress
+from operator import ne, or_
+
 from scheduling.policy.filing import KeptNeeds, drop_identical
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preemption import VictimPool, choose_victims
@@ -174,42 +179,45 @@ class Preempting:
             changed.update(filings[state.filed :])
         state.filed = len(filings)
         state.relief = self.relief
-        needs, free, spec, contributions = self._node_needs(), index.free, index.spec, state.contributions
-        found = state.found
-        for name in changed:
-            was = contributions.get(name)
-            if was is not None:
-                counts = found[was[0]]
-                if was[1] is None:
-                    counts[0] -= 1
-                else:
-                    counts[1][was[1]] -= 1
-            node = spec.get(name)
-            if node is None:
-                contributions.pop(name, None)
-                continue
-            left, size = free[name], node.gpus
-            # filed as wholly free when all of it is (a node of no GPUs is not)
-            funded = (_WHOLE if left == size and left else None) if left >= size else needs.get(name)
-            if funded is None:
-                contributions.pop(name, None)
-                continue
-            key = (node.gpu_type, size)
-            counts = found.get(key)
-            if counts is None:
-                counts = found[key] = [0, {}]
-            if funded is _WHOLE:
-                contributions[name] = (key, None)
-                counts[0] += 1
-            else:
-                contributions[name] = (key, funded)
-                counts[1][funded] = counts[1].get(funded, 0) + 1
-        return found
+        _count_again(changed, index, self._node_needs(), state.found, state.contributions)
+        return state.found
 
     def _count_clearable(self, index: FreeIndex, state: _Clearable) -> dict[tuple[str, int], list]:
         """``_clearable``'s first count on ``index`` in a pass: every node, in the index's order,
-        as the loop there counts a node that contributed nothing yet (nothing to take back)."""
-        needs, spec, contributions, found = self._node_needs(), index.spec, state.contributions, state.found
+        as the loop there counts a node that contributed nothing yet (nothing to take back).
+
+        On the unreserved index, from what the last such count (of an earlier pass, on the same
+        nodes tuple) counted, node by node: a node adds what it added then unless its free GPUs
+        or its need changed since (most nodes keep both from pass to pass), and only those are
+        counted again, as ``_clearable`` counts a changed node. The count is the same either way;
+        only entries of no nodes may differ (a carried count drops them), and no reader tells."""
+        needs, free = self._node_needs(), index.free
+        nodes = self.snapshot.nodes
+        if index is not self.index or type(nodes) is not tuple:  # (a list may change in place)
+            return self._count_every_node(index, needs, state.found, state.contributions)
+        names, lefts = list(free), list(free.values())
+        wanted = list(map(needs.get, names))
+        last: _Counted | None = getattr(_LOCAL, "counted", None)
+        if last is not None and last.nodes is nodes and last.names == names:
+            found, contributions = last.found, last.contributions
+            moved = map(ne, lefts, last.lefts)
+            _count_again(
+                compress(names, map(or_, moved, map(ne, wanted, last.needs))),
+                index,
+                needs,
+                found,
+                contributions,
+            )
+            state.found, state.contributions = found, contributions
+        else:
+            found = self._count_every_node(index, needs, state.found, state.contributions)
+        _LOCAL.counted = _Counted(nodes, names, lefts, wanted, found, state.contributions)
+        return found
+
+    def _count_every_node(
+        self, index: FreeIndex, needs: dict, found: dict, contributions: dict
+    ) -> dict[tuple[str, int], list]:
+        spec = index.spec
         for name, left in index.free.items():
             node = spec.get(name)
             if node is None:
@@ -521,6 +529,61 @@ class _Clearable:
         self.changed: set[str] = set()
 
 
+def _count_again(
+    names: Iterable[str], index: FreeIndex, needs: dict, found: dict, contributions: dict
+) -> None:
+    """Take back what each of ``names`` added to ``found`` and count it again as it is now."""
+    free, spec = index.free, index.spec
+    for name in names:
+        was = contributions.get(name)
+        if was is not None:
+            counts = found[was[0]]
+            if was[1] is None:
+                counts[0] -= 1
+            else:
+                counts[1][was[1]] -= 1
+        node = spec.get(name)
+        if node is None:
+            contributions.pop(name, None)
+            continue
+        left, size = free[name], node.gpus
+        # filed as wholly free when all of it is (a node of no GPUs is not)
+        funded = (_WHOLE if left == size and left else None) if left >= size else needs.get(name)
+        if funded is None:
+            contributions.pop(name, None)
+            continue
+        key = (node.gpu_type, size)
+        counts = found.get(key)
+        if counts is None:
+            counts = found[key] = [0, {}]
+        if funded is _WHOLE:
+            contributions[name] = (key, None)
+            counts[0] += 1
+        else:
+            contributions[name] = (key, funded)
+            counts[1][funded] = counts[1].get(funded, 0) + 1
+
+
+class _Counted:
+    """A pass's first clearable count on its unreserved index, for the next pass's
+    (``Preempting._count_clearable``): the nodes tuple, the index's nodes in order, each one's
+    free GPUs and need as counted, and copies of the counts (less entries of no nodes) and of
+    what each node added (the pass goes on changing its own)."""
+
+    __slots__ = ("contributions", "found", "lefts", "names", "needs", "nodes")
+
+    def __init__(
+        self, nodes: tuple, names: list, lefts: list, needs: list, found: dict, contributions: dict
+    ) -> None:
+        self.nodes, self.names, self.lefts, self.needs = nodes, names, lefts, needs
+        self.found = {
+            key: [whole, {need: count for need, count in counted.items() if count}]
+            for key, (whole, counted) in found.items()
+        }
+        self.contributions = dict(contributions)
+
+
+_LOCAL = threading.local()  # the last count (one per thread: a pass changes nothing another reads)
 _FOREVER = float("inf")
 _WHOLE = object()  # a wholly free node's mark while counting
 

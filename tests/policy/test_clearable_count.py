@@ -3,10 +3,12 @@ incremental count gives when every node of the index is counted as changed from 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from benchmarks.policy_pass import NOW, build_snapshot
-from scheduling.policy import PolicyConfig
+from scheduling.policy import PolicyConfig, preempting
 from scheduling.policy.planner import _Pass
 from scheduling.policy.preempting import _Clearable
 
@@ -32,3 +34,38 @@ def test_the_first_count_equals_counting_every_node_as_changed(seed: int, busy: 
     assert first, "the cluster has nodes to count"
 
     assert counted_as_changed(planning, planning.index) == first
+
+
+def _without_empty(found: dict) -> dict:
+    """The counts less entries of no nodes (a count carried from an earlier pass drops them)."""
+    return {
+        key: (whole, {need: nodes for need, nodes in counted.items() if nodes})
+        for key, (whole, counted) in found.items()
+        if whole or any(counted.values())
+    }
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3], ids=lambda seed: f"seed-{seed}")
+def test_a_count_carried_from_an_earlier_pass_equals_counting_afresh(seed: int) -> None:
+    """The next pass on the same nodes tuple counts again only the nodes whose free GPUs or need
+    changed (here: some work ended, and protection ran out with time) and gets the same counts."""
+    earlier = build_snapshot(pending=200, nodes=60, seed=seed, busy=1.0)
+    later = replace(earlier, running=tuple(w for at, w in enumerate(earlier.running) if at % 5))
+
+    def first_count(snapshot, now: float) -> tuple[dict, dict]:  # noqa: ANN001 - a Snapshot
+        planning = _Pass(snapshot, now, PolicyConfig(), None, explain=False)
+        planning._rank()
+        planning._index()
+        found = planning._clearable(planning.index)
+        return found, planning.clearable[id(planning.index)].contributions
+
+    preempting._LOCAL.counted = None
+    first_count(earlier, NOW)
+    assert preempting._LOCAL.counted.nodes is earlier.nodes  # carried to the next pass
+    for now in (NOW, NOW + 6 * 3600.0):
+        preempting._LOCAL.counted = None
+        afresh = first_count(later, now)
+        first_count(earlier, NOW)
+        carried = first_count(later, now)
+        assert _without_empty(carried[0]) == _without_empty(afresh[0])
+        assert carried[1] == afresh[1]
