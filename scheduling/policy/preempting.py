@@ -359,7 +359,11 @@ class Preempting:
         # the tiers read the tree as it is: the standing ``order`` was decided in
         assert order.generation == self.generation, "an order is read in its own standing only"
         allowed = self._allowed(order)
-        groups, ratios, sums = [], {}, {}
+        # the global ratios (and sibling sums) read the standing alone: every order of it shares them
+        tiers = self.pools.get(_TIERS)
+        if tiers is None or tiers[0] != self.generation:
+            tiers = self.pools[_TIERS] = (self.generation, ({}, {}))
+        groups, (ratios, sums) = [], tiers[1]
         for (allocation, funded), running in self.candidates.items():
             verdict = allowed.get(allocation) if funded or not self.fairshare else True
             if running and verdict is not None:
@@ -585,6 +589,7 @@ class _Counted:
 
 _LOCAL = threading.local()  # the last count (one per thread: a pass changes nothing another reads)
 _FOREVER = float("inf")
+_TIERS = ("tiers",)  # ``pools`` key of a standing's global ratios (``_ordered_victims``)
 _WHOLE = object()  # a wholly free node's mark while counting
 
 
