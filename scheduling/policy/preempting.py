@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from itertools import compress
-from operator import ne, or_
+from operator import is_not, or_
 
 from scheduling.policy.filing import KeptNeeds, drop_identical
 from scheduling.policy.placement import FreeIndex, Shape
@@ -189,7 +189,9 @@ class Preempting:
         On the unreserved index, from what the last such count (of an earlier pass, on the same
         nodes tuple) counted, node by node: a node adds what it added then unless its free GPUs
         or its need changed since (most nodes keep both from pass to pass), and only those are
-        counted again, as ``_clearable`` counts a changed node. The count is the same either way;
+        counted again, as ``_clearable`` counts a changed node. Told by identity (the kept needs
+        are the same objects): an equal value made anew is only counted again, to the same. The
+        count is the same either way;
         only entries of no nodes may differ (a carried count drops them), and no reader tells."""
         needs, free = self._node_needs(), index.free
         nodes = self.snapshot.nodes
@@ -200,9 +202,9 @@ class Preempting:
         last: _Counted | None = getattr(_LOCAL, "counted", None)
         if last is not None and last.nodes is nodes and last.names == names:
             found, contributions = last.found, last.contributions
-            moved = map(ne, lefts, last.lefts)
+            moved = map(is_not, lefts, last.lefts)
             _count_again(
-                compress(names, map(or_, moved, map(ne, wanted, last.needs))),
+                compress(names, map(or_, moved, map(is_not, wanted, last.needs))),
                 index,
                 needs,
                 found,
