@@ -300,14 +300,17 @@ class Preempting:
             changed.update(name for name, _ in start.placement)
         settled, blocked = kept.settled, kept.blocked
         needs = self.node_needs = dict(settled)
-        expired = []
-        for name, until in blocked.items():
-            if now < until:
-                needs[name] = None
-            else:
-                expired.append(name)
-        for name in expired:
-            del blocked[name]
+        if blocked and now < min(blocked.values()):  # (an until is never NaN: it was > a now)
+            needs.update(dict.fromkeys(blocked))  # every one still blocked (most passes)
+        else:
+            expired = []
+            for name, until in blocked.items():
+                if now < until:
+                    needs[name] = None
+                else:
+                    expired.append(name)
+            for name in expired:
+                del blocked[name]
         for name in changed:
             needs.pop(name, None)
         for name in occupants.keys() - needs.keys():
