@@ -191,8 +191,8 @@ class Preempting:
         or its need changed since (most nodes keep both from pass to pass), and only those are
         counted again, as ``_clearable`` counts a changed node. Told by identity (the kept needs
         are the same objects): an equal value made anew is only counted again, to the same. The
-        count is the same either way;
-        only entries of no nodes may differ (a carried count drops them), and no reader tells."""
+        count is the same either way; only entries of no nodes may differ (a carried count drops
+        them), which no reader tells apart (a sum over them, or verdicts that are memos)."""
         needs, free = self._node_needs(), index.free
         nodes = self.snapshot.nodes
         if index is not self.index or type(nodes) is not tuple:  # (a list may change in place)
@@ -219,6 +219,7 @@ class Preempting:
     def _count_every_node(
         self, index: FreeIndex, needs: dict, found: dict, contributions: dict
     ) -> dict[tuple[str, int], list]:
+        """Every node of ``index`` into ``found`` and ``contributions`` (both empty)."""
         spec = index.spec
         for name, left in index.free.items():
             node = spec.get(name)
