@@ -141,7 +141,8 @@ class Engine:
         self.counters.update({"node_failure_lost_gpu_s": 0.0, "node_failure_ends": 0, "passes": 0})
         self.plan_seconds: list[float] = []
         self.now = 0.0
-        self.events: list[tuple] = []
+        self.events: list[tuple] = []  # (time, kind, sequence, payload), a heap
+        self.arrivals: list[tuple] = []  # the same, for every arrival, sorted (_schedule_inputs)
         self.sequence = 0
         self.dirty = False
         self.applying = False
@@ -163,8 +164,17 @@ class Engine:
             PASS: self._on_pass,
         }
         next_report = 0.0
-        while self.events and self.events[0][0] <= self.horizon:
-            moment, kind, _, payload = heapq.heappop(self.events)
+        events, arrivals, horizon, pop = self.events, self.arrivals, self.horizon, heapq.heappop
+        arrived = 0
+        while True:  # the heap's events and the arrivals, merged in (time, kind, sequence) order
+            following = arrivals[arrived]
+            if events and events[0] < following:
+                moment, kind, _, payload = pop(events)
+            else:
+                moment, kind, _, payload = following
+                arrived += 1
+            if moment > horizon:  # the arrivals end with a sentinel after the horizon
+                break
             self.now = moment
             handlers[kind](payload)
             if self.progress and moment >= next_report:
@@ -174,9 +184,16 @@ class Engine:
         self.ledger.accrue(self.horizon)
 
     def _schedule_inputs(self) -> None:
+        """Arrivals, all known up front, wait in one sorted list beside the heap (which so stays
+        small); they take their sequence numbers as if pushed, so the merged order is the same."""
+        arrivals = []
         for state in self.jobs.values():
             if state.spec.submit_s <= self.horizon:
-                self._push(state.spec.submit_s, ARRIVAL, state)
+                self.sequence += 1
+                arrivals.append((state.spec.submit_s, ARRIVAL, self.sequence, state))
+        arrivals.sort()
+        arrivals.append((math.inf, ARRIVAL, math.inf, None))
+        self.arrivals = arrivals
         for outage in self.inputs.outages:
             self._push(outage.at_s, FAILURE, outage)
 
