@@ -421,7 +421,7 @@ class Engine:
         gpus = state.spec.gpus * sign
         self.ledger.requested += gpus
         if state.funded:
-            self.ledger.allocation(state.spec.allocation).demand += gpus
+            self.ledger.add_demand(state.spec.allocation, gpus)
 
     def _occupy(self, state: JobState, placement: tuple[tuple[str, int], ...]) -> None:
         state.placement = placement
@@ -446,7 +446,7 @@ class Engine:
         ledger.busy += gpus * spec.busy
         if state.funded:
             ledger.assigned_funded += gpus
-            ledger.allocation(spec.allocation).running += gpus
+            ledger.add_running(spec.allocation, gpus)
         else:
             ledger.assigned_unfunded += gpus
         if spec.allocation not in self.allocation_rates:
