@@ -123,6 +123,10 @@ class Engine:
         self.pending: dict[int, PendingWorkload] = {}
         self.queue = PendingGroups()  # self.pending as the policy groups it
         self.running: dict[int, RunningWorkload] = {}
+        # The snapshot's tuples of self.running and self.pending, kept until either changes
+        # (None: build anew at the next pass).
+        self.running_tuple: tuple[RunningWorkload, ...] | None = None
+        self.pending_tuple: tuple[PendingWorkload, ...] | None = None
         self.pending_users: dict[tuple[str, str], int] = {}
         self.funded_pending = 0
         self.allocation_rates: dict[str, int] = {}
@@ -323,6 +327,7 @@ class Engine:
         state.status, state.run_start, state.attempt = "running", self.now, state.attempt + 1
         self._record_start(state)
         self.running[state.spec.id] = self._running_workload(state, start)
+        self.running_tuple = None
         self._push(self.now + state.remaining_s, COMPLETION, (state, state.attempt))
         if self.now < start.protected_until < self.now + state.remaining_s:
             self._push(start.protected_until, WAKE, None)  # it becomes preemptible before it ends
@@ -394,6 +399,7 @@ class Engine:
         state.status = "pending"
         self.funded_pending += state.funded
         self.pending[state.spec.id] = state.pending
+        self.pending_tuple = None
         self.queue.add(state.pending)
         key = (state.spec.allocation, state.spec.user)
         queued = self.pending_users.get(key, 0)
@@ -404,6 +410,7 @@ class Engine:
 
     def _dequeue(self, state: JobState) -> None:
         del self.pending[state.spec.id]
+        self.pending_tuple = None
         self.queue.remove(state.pending)
         self.funded_pending -= state.funded
         key = (state.spec.allocation, state.spec.user)
@@ -436,6 +443,7 @@ class Engine:
             self.on_node[node].discard(state.spec.id)
         state.placement = ()
         del self.running[state.spec.id]
+        self.running_tuple = None
         self._charge(state, -1)
         self._changed()
 
@@ -473,12 +481,16 @@ class Engine:
 
     def _snapshot(self) -> Snapshot:
         now = self.now
+        if self.running_tuple is None:
+            self.running_tuple = tuple(self.running.values())
+        if self.pending_tuple is None:
+            self.pending_tuple = tuple(self.pending.values())
         return Snapshot(
             cluster=self.inputs.name,
             tree=self.inputs.tree,
             nodes=self.node_tuple,
-            running=tuple(self.running.values()),
-            pending=tuple(self.pending.values()),
+            running=self.running_tuple,
+            pending=self.pending_tuple,
             usage=self.allocation_usage.read(now),
             user_usage=self.user_usage.read(now),
         )
