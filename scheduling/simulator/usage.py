@@ -41,7 +41,7 @@ class WindowedUsage:
         if state is None:
             state = self._keys[key] = [0.0, now, 0.0, [0.0] * (int(now // self.bucket_s) + 1)]
         self._advance(state, now)
-        state[0] = rate
+        state[0] = float(rate)  # the same products as an int's, without mixing ints and floats
 
     def value(self, key: Hashable, now: float) -> float:
         state = self._keys.get(key)
@@ -243,9 +243,9 @@ class DecayedUsage:
     def set_rate(self, key: Hashable, now: float, rate: float) -> None:
         state = self._keys.get(key)
         if state is None:
-            self._keys[key] = [rate, now, 0.0]
+            self._keys[key] = [float(rate), now, 0.0]
             return
-        state[2], state[1], state[0] = self._at(state, now), now, rate
+        state[2], state[1], state[0] = self._at(state, now), now, float(rate)
 
     def value(self, key: Hashable, now: float) -> float:
         state = self._keys.get(key)
