@@ -140,7 +140,7 @@ class Engine:
         self.user_usage = self.usage.table()
         fractions = entitlement_fractions(inputs.tree, inputs.gpus)
         self.ledger = Ledger(inputs.gpus, inputs.warmup_s, self.horizon, fractions)
-        self.ledger.healthy_gpus = sum(node.gpus for node in inputs.cluster_nodes if node.healthy)
+        self.ledger.healthy_gpus = float(sum(node.gpus for node in inputs.cluster_nodes if node.healthy))
         self.counters = {"preemptions": 0, "requeues": 0, "lost_gpu_s": 0.0, "node_failures": 0}
         self.counters.update({"node_failure_lost_gpu_s": 0.0, "node_failure_ends": 0, "passes": 0})
         self.plan_seconds: list[float] = []

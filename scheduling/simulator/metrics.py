@@ -123,11 +123,13 @@ class Ledger:
     measure_from: float
     horizon: float
     fractions: Mapping[str, float]
-    healthy_gpus: int = 0
-    assigned_funded: int = 0
-    assigned_unfunded: int = 0
+    # GPU counts, kept as floats (adding ints leaves them whole): their products with the
+    # intervals are the ints', without Python's slower int-times-float path.
+    healthy_gpus: float = 0.0
+    assigned_funded: float = 0.0
+    assigned_unfunded: float = 0.0
     busy: float = 0.0  # GPUs really computing (sum of gpus * busy over running work)
-    requested: int = 0  # GPUs of all workloads pending or running (demand, funded or not)
+    requested: float = 0.0  # GPUs of all workloads pending or running (demand, funded or not)
     last_t: float = 0.0
     allocations: dict[str, AllocationLedger] = field(default_factory=dict)
     hourly: dict[int, list[float]] = field(default_factory=dict)  # hour -> [funded, unfunded, healthy] GPU-s
@@ -200,10 +202,11 @@ class Ledger:
             return
         later = dts[since:] if since else dts
         owing, running = self._owing[at], self._running[at]
+        # (as floats: the same products as the ints', without Python's slower int-times-float path)
         if owing:
-            self._owed[at] = reduce(add, map(mul, repeat(owing), later), self._owed[at])
+            self._owed[at] = reduce(add, map(mul, repeat(float(owing)), later), self._owed[at])
         if running:
-            self._delivered[at] = reduce(add, map(mul, repeat(running), later), self._delivered[at])
+            self._delivered[at] = reduce(add, map(mul, repeat(float(running)), later), self._delivered[at])
         self._since[at] = len(dts)
 
     def accrue(self, now: float) -> None:
@@ -221,7 +224,7 @@ class Ledger:
         sums = self._sums
         if sums is None:
             sums = self._sums = [0.0] * len(TOTALS)
-        sums[0] += self.installed_gpus * dt
+        sums[0] += float(self.installed_gpus) * dt
         sums[1] += self.healthy_gpus * dt
         sums[2] += self.assigned_funded * dt
         sums[3] += self.assigned_unfunded * dt
