@@ -123,6 +123,10 @@ class Engine:
         self.pending: dict[int, PendingWorkload] = {}
         self.queue = PendingGroups()  # self.pending as the policy groups it
         self.running: dict[int, RunningWorkload] = {}
+        # The snapshot's tuples of self.running and self.pending, kept until either changes
+        # (None: build anew at the next pass).
+        self.running_tuple: tuple[RunningWorkload, ...] | None = None
+        self.pending_tuple: tuple[PendingWorkload, ...] | None = None
         self.pending_users: dict[tuple[str, str], int] = {}
         self.funded_pending = 0
         self.allocation_rates: dict[str, int] = {}
@@ -136,12 +140,13 @@ class Engine:
         self.user_usage = self.usage.table()
         fractions = entitlement_fractions(inputs.tree, inputs.gpus)
         self.ledger = Ledger(inputs.gpus, inputs.warmup_s, self.horizon, fractions)
-        self.ledger.healthy_gpus = sum(node.gpus for node in inputs.cluster_nodes if node.healthy)
+        self.ledger.healthy_gpus = float(sum(node.gpus for node in inputs.cluster_nodes if node.healthy))
         self.counters = {"preemptions": 0, "requeues": 0, "lost_gpu_s": 0.0, "node_failures": 0}
         self.counters.update({"node_failure_lost_gpu_s": 0.0, "node_failure_ends": 0, "passes": 0})
         self.plan_seconds: list[float] = []
         self.now = 0.0
-        self.events: list[tuple] = []
+        self.events: list[tuple] = []  # (time, kind, sequence, payload), a heap
+        self.arrivals: list[tuple] = []  # the same, for every arrival, sorted (_schedule_inputs)
         self.sequence = 0
         self.dirty = False
         self.applying = False
@@ -163,8 +168,17 @@ class Engine:
             PASS: self._on_pass,
         }
         next_report = 0.0
-        while self.events and self.events[0][0] <= self.horizon:
-            moment, kind, _, payload = heapq.heappop(self.events)
+        events, arrivals, horizon, pop = self.events, self.arrivals, self.horizon, heapq.heappop
+        arrived = 0
+        while True:  # the heap's events and the arrivals, merged in (time, kind, sequence) order
+            following = arrivals[arrived]
+            if events and events[0] < following:
+                moment, kind, _, payload = pop(events)
+            else:
+                moment, kind, _, payload = following
+                arrived += 1
+            if moment > horizon:  # the arrivals end with a sentinel after the horizon
+                break
             self.now = moment
             handlers[kind](payload)
             if self.progress and moment >= next_report:
@@ -174,9 +188,16 @@ class Engine:
         self.ledger.accrue(self.horizon)
 
     def _schedule_inputs(self) -> None:
+        """Arrivals, all known up front, wait in one sorted list beside the heap (which so stays
+        small); they take their sequence numbers as if pushed, so the merged order is the same."""
+        arrivals = []
         for state in self.jobs.values():
             if state.spec.submit_s <= self.horizon:
-                self._push(state.spec.submit_s, ARRIVAL, state)
+                self.sequence += 1
+                arrivals.append((state.spec.submit_s, ARRIVAL, self.sequence, state))
+        arrivals.sort()
+        arrivals.append((math.inf, ARRIVAL, math.inf, None))
+        self.arrivals = arrivals
         for outage in self.inputs.outages:
             self._push(outage.at_s, FAILURE, outage)
 
@@ -306,6 +327,7 @@ class Engine:
         state.status, state.run_start, state.attempt = "running", self.now, state.attempt + 1
         self._record_start(state)
         self.running[state.spec.id] = self._running_workload(state, start)
+        self.running_tuple = None
         self._push(self.now + state.remaining_s, COMPLETION, (state, state.attempt))
         if self.now < start.protected_until < self.now + state.remaining_s:
             self._push(start.protected_until, WAKE, None)  # it becomes preemptible before it ends
@@ -377,6 +399,7 @@ class Engine:
         state.status = "pending"
         self.funded_pending += state.funded
         self.pending[state.spec.id] = state.pending
+        self.pending_tuple = None
         self.queue.add(state.pending)
         key = (state.spec.allocation, state.spec.user)
         queued = self.pending_users.get(key, 0)
@@ -387,6 +410,7 @@ class Engine:
 
     def _dequeue(self, state: JobState) -> None:
         del self.pending[state.spec.id]
+        self.pending_tuple = None
         self.queue.remove(state.pending)
         self.funded_pending -= state.funded
         key = (state.spec.allocation, state.spec.user)
@@ -404,7 +428,7 @@ class Engine:
         gpus = state.spec.gpus * sign
         self.ledger.requested += gpus
         if state.funded:
-            self.ledger.allocation(state.spec.allocation).demand += gpus
+            self.ledger.add_demand(state.spec.allocation, gpus)
 
     def _occupy(self, state: JobState, placement: tuple[tuple[str, int], ...]) -> None:
         state.placement = placement
@@ -419,6 +443,7 @@ class Engine:
             self.on_node[node].discard(state.spec.id)
         state.placement = ()
         del self.running[state.spec.id]
+        self.running_tuple = None
         self._charge(state, -1)
         self._changed()
 
@@ -429,7 +454,7 @@ class Engine:
         ledger.busy += gpus * spec.busy
         if state.funded:
             ledger.assigned_funded += gpus
-            ledger.allocation(spec.allocation).running += gpus
+            ledger.add_running(spec.allocation, gpus)
         else:
             ledger.assigned_unfunded += gpus
         if spec.allocation not in self.allocation_rates:
@@ -456,12 +481,16 @@ class Engine:
 
     def _snapshot(self) -> Snapshot:
         now = self.now
+        if self.running_tuple is None:
+            self.running_tuple = tuple(self.running.values())
+        if self.pending_tuple is None:
+            self.pending_tuple = tuple(self.pending.values())
         return Snapshot(
             cluster=self.inputs.name,
             tree=self.inputs.tree,
             nodes=self.node_tuple,
-            running=tuple(self.running.values()),
-            pending=tuple(self.pending.values()),
+            running=self.running_tuple,
+            pending=self.pending_tuple,
             usage=self.allocation_usage.read(now),
             user_usage=self.user_usage.read(now),
         )

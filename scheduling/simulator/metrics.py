@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 from itertools import repeat
 from operator import add, mul
 
@@ -66,8 +67,7 @@ def jain_index(values: Sequence[float]) -> float | None:
 
 
 class AllocationLedger:
-    """One allocation's line of a :class:`Ledger`, whose lists hold its numbers (so an accrual
-    adds to every allocation in one C-level loop):
+    """One allocation's line of a :class:`Ledger`, whose lists hold its numbers:
 
     - ``demand``: GPUs of its funded workloads pending or running; ``running``: those running
     - ``owed_s``, ``delivered_s``: the integrals so far (see the module docstring)
@@ -84,9 +84,7 @@ class AllocationLedger:
 
     @demand.setter
     def demand(self, gpus: int) -> None:
-        ledger, at = self._ledger, self._at
-        ledger._demand[at] = gpus
-        ledger._owing[at] = ledger._owed_rate(at)
+        self._ledger._set_demand(self._at, gpus)
 
     @property
     def running(self) -> int:
@@ -94,37 +92,53 @@ class AllocationLedger:
 
     @running.setter
     def running(self, gpus: int) -> None:
-        self._ledger._running[self._at] = gpus
+        self._ledger._set_running(self._at, gpus)
 
     @property
     def owed_s(self) -> float:
+        self._ledger._catch_up(self._at)
         return self._ledger._owed[self._at]
 
     @property
     def delivered_s(self) -> float:
+        self._ledger._catch_up(self._at)
         return self._ledger._delivered[self._at]
+
+
+TOTALS = ("installed", "healthy", "funded", "unfunded", "busy", "requested")
 
 
 @dataclass
 class Ledger:
-    """Running sums for one simulation; :meth:`accrue` is called before every change of state."""
+    """Running sums for one simulation; :meth:`accrue` is called before every change of state.
+
+    Each accrual adds ``value * dt`` to the totals and the hourly buckets at once. The integrals
+    per allocation are added late: an accrual only notes its ``dt``, and an allocation's line adds
+    ``rate * dt`` for every ``dt`` noted since it last did so, in that order (one addition per
+    interval, as adding at every accrual does), when its rate changes or its sums are read.
+    Intervals in which its rate is 0 add nothing (adding ``0 * dt`` leaves a sum as it was).
+    """
 
     installed_gpus: int
     measure_from: float
     horizon: float
     fractions: Mapping[str, float]
-    healthy_gpus: int = 0
-    assigned_funded: int = 0
-    assigned_unfunded: int = 0
+    # GPU counts, kept as floats (adding ints leaves them whole): their products with the
+    # intervals are the ints', without Python's slower int-times-float path.
+    healthy_gpus: float = 0.0
+    assigned_funded: float = 0.0
+    assigned_unfunded: float = 0.0
     busy: float = 0.0  # GPUs really computing (sum of gpus * busy over running work)
-    requested: int = 0  # GPUs of all workloads pending or running (demand, funded or not)
+    requested: float = 0.0  # GPUs of all workloads pending or running (demand, funded or not)
     last_t: float = 0.0
-    totals: dict[str, float] = field(default_factory=dict)
     allocations: dict[str, AllocationLedger] = field(default_factory=dict)
     hourly: dict[int, list[float]] = field(default_factory=dict)  # hour -> [funded, unfunded, healthy] GPU-s
+    # The totals' integrals, in the order of TOTALS (None until an accrual adds to them).
+    _sums: list[float] | None = None
     # Per allocation, in the order of ``allocations``: what AllocationLedger reads and writes.
     # ``_owing`` is ``min(fraction * healthy, demand)`` at ``_owing_healthy`` healthy GPUs, or 0
-    # without demand: adding ``0 * dt`` (0.0) leaves a sum as it was, as skipping it would.
+    # without demand. ``_owed`` and ``_delivered`` hold the sums up to the first ``_since`` of
+    # the intervals in ``_dts`` (every accrued interval's length, in order).
     _fractions: list[float] = field(default_factory=list)
     _demand: list[int] = field(default_factory=list)
     _running: list[int] = field(default_factory=list)
@@ -132,6 +146,13 @@ class Ledger:
     _owing_healthy: int = 0
     _owed: list[float] = field(default_factory=list)
     _delivered: list[float] = field(default_factory=list)
+    _since: list[int] = field(default_factory=list)
+    _dts: list[float] = field(default_factory=list)
+
+    @property
+    def totals(self) -> dict[str, float]:
+        """GPU-seconds per quantity of TOTALS over the measured period so far ({} before any)."""
+        return {} if self._sums is None else dict(zip(TOTALS, self._sums, strict=True))
 
     def allocation(self, path: str) -> AllocationLedger:
         ledger = self.allocations.get(path)
@@ -145,17 +166,54 @@ class Ledger:
                 (self._owing, 0),
                 (self._owed, 0.0),
                 (self._delivered, 0.0),
+                (self._since, len(self._dts)),
             ):
                 numbers.append(zero)
         return ledger
+
+    def add_demand(self, path: str, gpus: int) -> None:
+        """``allocation(path).demand += gpus``, in one call."""
+        at = self.allocation(path)._at
+        self._set_demand(at, self._demand[at] + gpus)
+
+    def add_running(self, path: str, gpus: int) -> None:
+        """``allocation(path).running += gpus``, in one call."""
+        at = self.allocation(path)._at
+        self._set_running(at, self._running[at] + gpus)
+
+    def _set_demand(self, at: int, gpus: int) -> None:
+        self._catch_up(at)
+        self._demand[at] = gpus
+        self._owing[at] = self._owed_rate(at)
+
+    def _set_running(self, at: int, gpus: int) -> None:
+        self._catch_up(at)
+        self._running[at] = gpus
 
     def _owed_rate(self, at: int) -> float:
         demand = self._demand[at]
         return min(self._fractions[at] * self._owing_healthy, demand) if demand else 0
 
+    def _catch_up(self, at: int) -> None:
+        """Add allocation ``at``'s rates times every interval noted since it last did, in order
+        (``reduce`` makes the same additions, one per interval, as a loop would)."""
+        dts, since = self._dts, self._since[at]
+        if since == len(dts):
+            return
+        later = dts[since:] if since else dts
+        owing, running = self._owing[at], self._running[at]
+        # (as floats: the same products as the ints', without Python's slower int-times-float path)
+        if owing:
+            self._owed[at] = reduce(add, map(mul, repeat(float(owing)), later), self._owed[at])
+        if running:
+            self._delivered[at] = reduce(add, map(mul, repeat(float(running)), later), self._delivered[at])
+        self._since[at] = len(dts)
+
     def accrue(self, now: float) -> None:
+        if now <= self.last_t:
+            return  # nothing passed (and last_t stays)
         start, end = max(self.last_t, self.measure_from), min(now, self.horizon)
-        self.last_t = max(self.last_t, now)
+        self.last_t = now
         if end <= start:
             return
         self._accrue_totals(end - start)
@@ -163,25 +221,24 @@ class Ledger:
         self._accrue_hourly(start, end)
 
     def _accrue_totals(self, dt: float) -> None:
-        totals = self.totals
-        for key, value in (
-            ("installed", self.installed_gpus),
-            ("healthy", self.healthy_gpus),
-            ("funded", self.assigned_funded),
-            ("unfunded", self.assigned_unfunded),
-            ("busy", self.busy),
-            ("requested", self.requested),
-        ):
-            totals[key] = totals.get(key, 0.0) + value * dt
+        sums = self._sums
+        if sums is None:
+            sums = self._sums = [0.0] * len(TOTALS)
+        sums[0] += float(self.installed_gpus) * dt
+        sums[1] += self.healthy_gpus * dt
+        sums[2] += self.assigned_funded * dt
+        sums[3] += self.assigned_unfunded * dt
+        sums[4] += self.busy * dt
+        sums[5] += self.requested * dt
 
     def _accrue_allocations(self, dt: float) -> None:
-        """``owed_s += min(fraction * healthy, demand) * dt`` where there is demand and
-        ``delivered_s += running * dt`` where work runs: the same products and sums, in C loops."""
+        """Note ``dt`` (see the class docstring); owed rates follow the healthy GPUs."""
         if self._owing_healthy != self.healthy_gpus:
+            for at in range(len(self._owing)):
+                self._catch_up(at)
             self._owing_healthy = self.healthy_gpus
             self._owing = [self._owed_rate(at) for at in range(len(self._owing))]
-        self._owed = list(map(add, self._owed, map(mul, self._owing, repeat(dt))))
-        self._delivered = list(map(add, self._delivered, map(mul, self._running, repeat(dt))))
+        self._dts.append(dt)
 
     def _accrue_hourly(self, start: float, end: float) -> None:
         while start < end:

@@ -41,7 +41,7 @@ class WindowedUsage:
         if state is None:
             state = self._keys[key] = [0.0, now, 0.0, [0.0] * (int(now // self.bucket_s) + 1)]
         self._advance(state, now)
-        state[0] = rate
+        state[0] = float(rate)  # the same products as an int's, without mixing ints and floats
 
     def value(self, key: Hashable, now: float) -> float:
         state = self._keys.get(key)
@@ -120,7 +120,8 @@ class WindowedTable:
     ``_banded`` (the window starts in a closed hour: what ``values`` reads from the hour's marks,
     which stay put until the hour or the rate changes) or ``_other`` (recomputed by ``values``).
     The fast loops make the same operations, in the same order, as ``values``. A rate change
-    (``set_rate``) or a new hour makes a key stale: it is classified again at the next read.
+    (``set_rate``) or a new hour makes a key stale: it is classified again at the next read, which
+    works out a fixed key's value itself (as ``values`` does) rather than through ``values``.
     """
 
     def __init__(self, usage: WindowedUsage) -> None:
@@ -163,7 +164,7 @@ class WindowedTable:
             self._hour, stale = hour, read
             self._linear, self._banded, self._other = {}, {}, {}
         if stale:
-            self._classify(usage.values(stale, now), low, hour)
+            self._classify(stale, now, low, hour)
             self._stale = {}
         result = read.copy()
         if hour < 0:
@@ -179,37 +180,50 @@ class WindowedTable:
             result.update(usage.values(self._other, now))
         return result
 
-    def _classify(self, values: dict[Hashable, float], low: float, hour: int) -> None:
-        """File each key of ``values`` (worked out at ``low + window``) as fixed or moving."""
-        found, read = self._usage._keys.get, self._read
-        for key, value in values.items():
-            self._forget(key)
+    def _classify(self, keys: Iterable[Hashable], now: float, low: float, hour: int) -> None:
+        """File each key as fixed (with its value at ``now``, worked out as ``values`` does) or
+        moving."""
+        usage = self._usage
+        found, read = usage._keys.get, self._read
+        linear, banded, other = self._linear, self._banded, self._other
+        if hour >= 0:  # as values() works it out for a window that starts after 0
+            start = hour * usage.bucket_s
+            end = start + usage.bucket_s
+            offset = low - start
+            whole = offset / (end - start) if end > start else 0.0
+            after = hour + 1
+        for key in keys:
+            linear.pop(key, None)  # _forget, inlined
+            banded.pop(key, None)
+            other.pop(key, None)
             state = found(key)
             if state is None:
-                read[key] = value
+                read[key] = 0.0
                 continue
             rate, last_t, total, marks = state
             if hour < 0:
                 if rate:
-                    self._linear[key] = (rate, last_t, total)
+                    linear[key] = (rate, last_t, total)
                 else:
-                    read[key] = value
+                    read[key] = total + rate * (now - last_t)
             elif low >= last_t:
                 if rate:
-                    self._other[key] = None
+                    other[key] = None
                 else:
-                    read[key] = value
-            elif hour + 1 < len(marks):
+                    read[key] = total + rate * (now - last_t) - (total + rate * (low - last_t))
+            elif after < len(marks):
                 mark = marks[hour]
-                step = marks[hour + 1] - mark
+                step = marks[after] - mark
                 if rate or step:
-                    self._banded[key] = (rate, last_t, total, mark, step)
+                    banded[key] = (rate, last_t, total, mark, step)
                 else:
-                    read[key] = value
+                    read[key] = total + rate * (now - last_t) - (mark + step * whole)
             elif rate or total != marks[hour]:
-                self._other[key] = None
+                other[key] = None
             else:
-                read[key] = value
+                mark = marks[hour]
+                fraction = offset / (last_t - start) if last_t > start else 0.0
+                read[key] = total + rate * (now - last_t) - (mark + (total - mark) * fraction)
 
 
 class DecayedUsage:
@@ -229,9 +243,9 @@ class DecayedUsage:
     def set_rate(self, key: Hashable, now: float, rate: float) -> None:
         state = self._keys.get(key)
         if state is None:
-            self._keys[key] = [rate, now, 0.0]
+            self._keys[key] = [float(rate), now, 0.0]
             return
-        state[2], state[1], state[0] = self._at(state, now), now, rate
+        state[2], state[1], state[0] = self._at(state, now), now, float(rate)
 
     def value(self, key: Hashable, now: float) -> float:
         state = self._keys.get(key)

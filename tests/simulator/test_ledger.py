@@ -1,4 +1,4 @@
-"""The ledger's per-allocation integrals, added in C loops, are bit for bit one addition per
+"""The ledger's per-allocation integrals, added late in C loops, are bit for bit one addition per
 allocation and interval (where there is demand, where work runs), as a plain loop makes them."""
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ def _bits(value: float) -> bytes:
     return struct.pack("<d", value)
 
 
+@pytest.mark.parametrize("read_every_step", [True, False])
 @pytest.mark.parametrize("seed", range(4))
-def test_owed_and_delivered_are_the_plain_loops_sums(seed):
+def test_owed_and_delivered_are_the_plain_loops_sums(seed, read_every_step):
+    """Read after every step, or only at the end (the lines then add many intervals late)."""
     rng = random.Random(seed)
     paths = ["lab/a", "lab/b", "lab/c", "lab/d", "other"]
     fractions = {"lab/a": 0.3, "lab/b": 0.25, "lab/c": 0.1, "lab/d": 1 / 3}  # "other": 0.0
@@ -56,8 +58,14 @@ def test_owed_and_delivered_are_the_plain_loops_sums(seed):
             elif numbers[1] >= gpus:
                 line.running -= gpus
                 numbers[1] -= gpus
-        for path in ledger.allocations:
-            line, numbers = ledger.allocations[path], plain[path]
-            assert (line.demand, line.running) == (numbers[0], numbers[1])
-            assert _bits(line.owed_s) == _bits(numbers[2]), path
-            assert _bits(line.delivered_s) == _bits(numbers[3]), path
+        if read_every_step:
+            _check(ledger, plain)
+    _check(ledger, plain)
+
+
+def _check(ledger: Ledger, plain: dict[str, list]) -> None:
+    for path in ledger.allocations:
+        line, numbers = ledger.allocations[path], plain[path]
+        assert (line.demand, line.running) == (numbers[0], numbers[1])
+        assert _bits(line.owed_s) == _bits(numbers[2]), path
+        assert _bits(line.delivered_s) == _bits(numbers[3]), path
