@@ -29,6 +29,7 @@ Exactly what filing afresh gives, not an approximation:
 
 from __future__ import annotations
 
+import math
 import threading
 from bisect import bisect_left, insort
 from itertools import compress, count, repeat
@@ -97,6 +98,25 @@ def forget() -> None:
     _LOCAL.carry = None
 
 
+def in_start_order(running: tuple[RunningWorkload, ...] | list[RunningWorkload]) -> bool:
+    """Whether ``running`` lies in start order (``started_at`` never falls) with finite start
+    times. For the tuple this thread's carry last filed that is kept from pass to pass (a pass's
+    fair-share charge asks after its ``_index`` filed it): a tuple changed by taking workloads off
+    and adding some at its end stays in order when what was added is, after what was kept."""
+    carry = getattr(_LOCAL, "carry", None)
+    if carry is None or carry.running is not running:
+        return _in_start_order(running)
+    if carry.ordered is None:
+        carry.ordered = _in_start_order(running)
+    return carry.ordered
+
+
+def _in_start_order(running: tuple[RunningWorkload, ...] | list[RunningWorkload]) -> bool:
+    starts = [workload.started_at for workload in running]
+    total = sum(starts)
+    return total - total == 0.0 and starts == sorted(starts)  # (a NaN or an infinity: not in order)
+
+
 class _Carry:
     """The last running tuple, its members by identity and, once a second pass shared them,
     what was filed from them."""
@@ -106,6 +126,7 @@ class _Carry:
         self.members: dict[int, RunningWorkload] | None = None  # None: not worked out yet
         self.base: _Base | None = None
         self.shape: tuple[dict, dict] | None = None  # the last pass's (ancestors, limits), see filed
+        self.ordered: bool | None = None  # ``running`` in start order (None: not worked out yet)
 
     def filed(
         self,
@@ -121,8 +142,10 @@ class _Carry:
         change = self._change(running) if type(running) is tuple and type(nodes) is tuple else None
         if change is None:
             self.running, self.members, self.base = running if type(running) is tuple else (), None, None
+            self.ordered = None
             return None
         gone, added = change
+        self.ordered = self._still_in_order(running, added) if added or gone else self.ordered
         base = self.base
         if base is None or not (base.fits(ancestors, limit, now) and base.advance(gone, added, now)):
             # filed anew from its members; not for a budget tree read anew every pass (its shape
@@ -138,6 +161,20 @@ class _Carry:
             base.refile(nodes, healthy, capacity)
         self.running, self.base = running, base
         return base.hand_out(now)
+
+    def _still_in_order(self, running: tuple, added: tuple) -> bool | None:
+        """Whether ``running`` (the last tuple less what is gone, then ``added``) is in start order
+        with finite start times, from whether the last one was (None: not known)."""
+        if self.ordered is not True:
+            return None  # (taking work off an unordered tuple may order it: worked out if asked)
+        kept = len(running) - len(added)
+        latest = running[kept - 1].started_at if kept else -math.inf
+        for workload in added:
+            started = workload.started_at
+            if not (latest <= started and math.isfinite(started)):
+                return False
+            latest = started
+        return True
 
     def _change(self, running: tuple) -> tuple[list[RunningWorkload], tuple] | None:
         """(workloads gone, in start order; workloads new, in order) since the last tuple, or None
