@@ -40,13 +40,12 @@ from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
 
 Occupants = dict[str, list[RunningWorkload]]
 Candidates = dict[tuple[str, bool], list[RunningWorkload]]
-# node -> what ``reservation.ReleaseProfile`` worked out from its occupants alone (see there)
-ReleaseKeys = dict[str, tuple[float, float] | None]
 Filed = tuple[
-    Occupants, Candidates, dict[str, int], FreeIndex, FreeIndex, ReleaseKeys | None, "KeptNeeds | None"
+    Occupants, Candidates, dict[str, int], FreeIndex, FreeIndex, "ReleaseKeys | None", "KeptNeeds | None"
 ]
 
 _BY_ID = attrgetter("id")
+_DROPPED_KEPT = 4096  # nodes logged by ReleaseKeys.drop before the log starts anew
 _FOUND_WITHIN = 8  # a carried tuple starts with one of the last one's first few workloads
 _LOCAL = threading.local()  # one carry per thread: a pass changes nothing another thread reads
 
@@ -69,6 +68,34 @@ def carried(
     if carry is None:
         carry = _LOCAL.carry = _Carry()
     return carry.filed(running, nodes, healthy, capacity, ancestors, limit, now)
+
+
+class ReleaseKeys(dict[str, "tuple[float, float] | None"]):
+    """node -> what ``reservation.ReleaseProfile`` worked out from its occupants alone (see
+    there), kept while those occupants stay. ``drop`` forgets a node's key and logs the node in
+    ``dropped``: an order kept by these keys (``reservation._Ranks``) looks again only at the nodes
+    logged since it last looked. ``clear`` (or a log grown long) starts a new log, counted by
+    ``epoch``: an order that read an older one looks at every node again."""
+
+    __slots__ = ("dropped", "epoch")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped: list[str] = []
+        self.epoch = 0
+
+    def drop(self, name: str) -> None:
+        self.pop(name, None)
+        self.dropped.append(name)
+
+    def clear(self) -> None:
+        super().clear()
+        self.restart()
+
+    def restart(self) -> None:
+        """Start a new log (the keys stay)."""
+        self.dropped = []
+        self.epoch += 1
 
 
 class KeptNeeds:
@@ -235,7 +262,7 @@ class _Base:
         self.index = FreeIndex()
         # Filled by the passes' release profiles for nodes they did not change, emptied here for a
         # node whenever its occupants change: it depends on nothing else (reservation.py).
-        self.release_keys: ReleaseKeys = {}
+        self.release_keys = ReleaseKeys()
         self.kept_needs = KeptNeeds()  # likewise (preempting.py)
 
     def fits(self, ancestors: dict, limit: dict, now: float) -> bool:
@@ -265,9 +292,10 @@ class _Base:
             if type(placed) is not int or placed < 0:
                 return False
         occupants, load, index, keys = self.occupants, self.load, self.index, self.release_keys
-        free, kept = index.free, self.kept_needs
+        free, kept, dropped = index.free, self.kept_needs, keys.dropped
         for name, placed in workload.placement:
-            keys.pop(name, None)
+            keys.pop(name, None)  # keys.drop(name), inlined
+            dropped.append(name)
             kept.forget(name)
             here = occupants.get(name)
             if here is None:
@@ -286,9 +314,10 @@ class _Base:
 
     def remove(self, workload: RunningWorkload) -> None:
         occupants, load, index, keys = self.occupants, self.load, self.index, self.release_keys
-        free, kept = index.free, self.kept_needs
+        free, kept, dropped = index.free, self.kept_needs, keys.dropped
         for name, placed in workload.placement:
-            keys.pop(name, None)
+            keys.pop(name, None)  # keys.drop(name), inlined
+            dropped.append(name)
             kept.forget(name)
             here = occupants[name]
             drop_identical(here, workload)
@@ -338,6 +367,8 @@ class _Base:
     def hand_out(self, now: float) -> Filed:
         """Copies for a pass at ``now`` (the pass changes them; this base stays as it is)."""
         occupants = self.occupants
+        if len(self.release_keys.dropped) > _DROPPED_KEPT:
+            self.release_keys.restart()
 
         def work_lost(workload: RunningWorkload) -> tuple[float, int]:  # planner's, for work not resumable
             return (workload.gpus * (now - workload.started_at), workload.id)
