@@ -99,12 +99,15 @@ class FairTree:
         self, subtree: dict[AllocationPath, float], usage: Mapping[AllocationPath, float]
     ) -> None:
         """``charge(path, None, amount)`` for each entry, in order (inlined: a pass charges every
-        allocation's usage). A path the tree lacks is charged to the root only."""
-        chains = self.ancestors
+        allocation's usage). A path the tree lacks is charged to the root only. (The root's sum is
+        kept in a local meanwhile: no ancestor chain holds the root.)"""
+        chain_of = self.ancestors.get
+        root = subtree[ROOT]
         for path, amount in usage.items():
-            for node in chains.get(path, ()):
+            for node in chain_of(path, ()):
                 subtree[node] += amount
-            subtree[ROOT] += amount
+            root += amount
+        subtree[ROOT] = root
 
     def _settle(self) -> None:
         """Make the usage attributes: the usage given, then the running work charged in the order
