@@ -84,8 +84,9 @@ class FairTree:
         self.funded: frozenset[AllocationPath] = shape.funded
         self.ancestors: dict[AllocationPath, tuple[AllocationPath, ...]] = shape.ancestors
         self.funded_sorted: list[AllocationPath] = shape.funded_sorted
-        # (victim, preemptor) -> where their paths part (see ranks_at_or_below), kept with the shape
-        self.parting: dict[tuple[AllocationPath, AllocationPath], tuple[AllocationPath, ...]] = shape.parting
+        # (victim, preemptor) -> where their paths part, with the budgets there (ranks_at_or_below),
+        # kept with the shape
+        self.parting: dict[tuple[AllocationPath, AllocationPath], tuple] = shape.parting
         subtree = dict.fromkeys(self.budget, 0.0)
         self._charge_usage(subtree, usage)
         # The ratios of the standing the pass starts from, worked out only if read (the simulator
@@ -271,30 +272,29 @@ class FairTree:
             parting = self.parting[(victim, preemptor)] = self._parting(victim, preemptor)
         if not parting:
             return True  # one is the other's ancestor or the same: the user level decides
-        victim_node, preemptor_node = parting
-        budget = self.budget[victim_node]
+        victim_node, preemptor_node, budget, preemptor_budget = parting
         if budget <= 0:
             victim_key = (0.0, 0.0)
         else:
             used = self.subtree_usage[victim_node]
             victim_key = (budget / used if used > 0 else INFINITE, budget)
-        budget = self.budget[preemptor_node]
-        if budget <= 0:
+        if preemptor_budget <= 0:
             preemptor_key = (0.0, 0.0)
         else:
             used = self.subtree_usage[preemptor_node] if charged is None else charged[preemptor_node]
-            preemptor_key = (budget / used if used > 0 else INFINITE, budget)
+            preemptor_key = (preemptor_budget / used if used > 0 else INFINITE, preemptor_budget)
         if victim_key != preemptor_key:
             return victim_key < preemptor_key
         return victim_node >= preemptor_node
 
-    def _parting(self, victim: AllocationPath, preemptor: AllocationPath) -> tuple[AllocationPath, ...]:
-        """(victim's node, preemptor's node) where their paths part, or () when they do not."""
+    def _parting(self, victim: AllocationPath, preemptor: AllocationPath) -> tuple:
+        """(victim's node, preemptor's node, their budgets) where their paths part, or () when
+        they do not."""
         victim_chain = self.ancestors.get(victim, (victim,))[::-1]
         preemptor_chain = self.ancestors.get(preemptor, (preemptor,))[::-1]
         for victim_node, preemptor_node in zip(victim_chain, preemptor_chain, strict=False):
             if victim_node != preemptor_node:
-                return (victim_node, preemptor_node)
+                return (victim_node, preemptor_node, self.budget[victim_node], self.budget[preemptor_node])
         return ()
 
     def user_key(self, path: AllocationPath, user: str) -> float:
@@ -376,7 +376,7 @@ class _TreeShape:
         self.funded = self._funded_paths()
         self.funded_sorted = sorted(self.funded)
         self.ancestors = {path: self._ancestors(path) for path in self.budget}
-        self.parting: dict[tuple[AllocationPath, AllocationPath], tuple[AllocationPath, ...]] = {}
+        self.parting: dict[tuple[AllocationPath, AllocationPath], tuple] = {}
 
     def level_ratio(
         self,
