@@ -439,7 +439,7 @@ def _shape_of(tree: Iterable[BudgetNodeSpec], extra_allocations: Iterable[Alloca
     base = shapes.get(frozenset())
     if base is None:
         base = shapes[frozenset()] = _TreeShape(tree, ())
-    missing = frozenset(path for path in extra_allocations if path not in base.budget)
+    missing = frozenset(extra_allocations).difference(base.budget)
     if not missing:
         return base
     shape = shapes.get(missing)
