@@ -32,6 +32,8 @@ from __future__ import annotations
 import math
 import threading
 from bisect import bisect_left, insort
+from collections import Counter
+from collections.abc import Iterable
 from itertools import compress, count, repeat
 from operator import attrgetter, is_, is_not
 
@@ -45,6 +47,7 @@ Filed = tuple[
 ]
 
 _BY_ID = attrgetter("id")
+_ALLOCATION = attrgetter("allocation")
 _DROPPED_KEPT = 4096  # nodes logged by ReleaseKeys.drop before the log starts anew
 _FOUND_WITHIN = 8  # a carried tuple starts with one of the last one's first few workloads
 _LOCAL = threading.local()  # one carry per thread: a pass changes nothing another thread reads
@@ -120,6 +123,18 @@ class KeptNeeds:
         self.blocked.pop(name, None)
 
 
+def running_allocations(running: tuple[RunningWorkload, ...]) -> Iterable[str]:
+    """The allocations of ``running``'s workloads, each once. For a tuple, from this thread's
+    carry: the last tuple's, changed by what is gone and what was added since, a change
+    ``carried`` then files instead of working it out again (a pass asks in ``_rank``)."""
+    if type(running) is not tuple:
+        return set(map(_ALLOCATION, running))
+    carry = getattr(_LOCAL, "carry", None)
+    if carry is None:
+        carry = _LOCAL.carry = _Carry()
+    return carry.allocations(running)
+
+
 def forget() -> None:
     """Drop this thread's carry (the next pass files afresh); for tests and comparisons."""
     _LOCAL.carry = None
@@ -154,6 +169,38 @@ class _Carry:
         self.base: _Base | None = None
         self.shape: tuple[dict, dict] | None = None  # the last pass's (ancestors, limits), see filed
         self.ordered: bool | None = None  # ``running`` in start order (None: not worked out yet)
+        self.counts: dict[str, int] | None = None  # allocation -> its workloads in ``running``
+        # (tuple, its change since ``running``, its counts): worked out ahead by ``allocations``
+        self.early: tuple[tuple, tuple | None, dict[str, int]] | None = None
+
+    def allocations(self, running: tuple) -> Iterable[str]:
+        """The allocations of ``running``'s workloads, each once: the last tuple's, changed by
+        what is gone and what was added since. That change is kept for ``filed`` (a pass asks in
+        ``_rank``, then files the same tuple in ``_index``)."""
+        early = self.early
+        if early is not None:
+            if early[0] is running:
+                return early[2].keys()
+            self.members = None  # worked out for a tuple never filed: from the last one again
+        change = self._change(running)
+        last = self.counts
+        if change is None or last is None:
+            counts = dict(Counter(map(_ALLOCATION, running)))
+        else:
+            counts = dict(last)
+            gone, added = change
+            for workload in gone:
+                allocation = workload.allocation
+                left = counts[allocation] - 1
+                if left:
+                    counts[allocation] = left
+                else:
+                    del counts[allocation]
+            for workload in added:
+                allocation = workload.allocation
+                counts[allocation] = counts.get(allocation, 0) + 1
+        self.early = (running, change, counts)
+        return counts.keys()
 
     def filed(
         self,
@@ -166,7 +213,16 @@ class _Carry:
         now: float,
     ) -> Filed | None:
         shape, self.shape = self.shape, (ancestors, limit)
-        change = self._change(running) if type(running) is tuple and type(nodes) is tuple else None
+        early, self.early = self.early, None
+        if early is not None and early[0] is running:
+            change, self.counts = early[1], early[2]
+        else:
+            if early is not None:
+                self.members = None  # worked out for a tuple never filed: from the last one again
+            change = self._change(running) if type(running) is tuple else None
+            self.counts = None
+        if type(nodes) is not tuple:
+            change = None
         if change is None:
             self.running, self.members, self.base = running if type(running) is tuple else (), None, None
             self.ordered = None

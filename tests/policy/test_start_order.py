@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import random
 
-from scheduling.policy import filing
+from scheduling.policy import filing, plan
 from scheduling.policy.ranking import FairTree
 from tests.policy.builders import HOUR, NOW, nodes, running, tree
 
@@ -64,4 +64,29 @@ def test_the_kept_start_order_is_the_start_order_listed_afresh():
             assert repr(charged(run, now)) == repr(whole)
         now += rng.uniform(0, 600.0)
     assert kept_order > 200  # mostly kept, not listed afresh
+    filing.forget()
+
+
+def test_the_running_allocations_kept_by_the_carry_are_the_tuple_s_and_keep_its_filing_exact():
+    """``filing.running_allocations`` (a pass's ``_rank``) works out the change since the last
+    tuple ahead of ``carried`` (its ``_index``), which files that change; asked for a tuple that is
+    then not filed (or filed without asking), the carry still files exactly what filing afresh
+    does."""
+    from tests.policy.test_filing import CONFIGS, MiniEngine, afresh, summary
+
+    filing.forget()
+    engine, config, rng = MiniEngine(11), CONFIGS["fairshare"], random.Random(5)
+    for step in range(40):
+        state = engine.snapshot()
+        run = state.running
+        assert set(filing.running_allocations(run)) == {workload.allocation for workload in run}
+        if step % 5 == 3:  # asked for a tuple that is never filed
+            stray = run[: rng.randrange(len(run) + 1)] + run[:0]
+            assert set(filing.running_allocations(stray)) == {workload.allocation for workload in stray}
+        if step % 7 == 5:  # a list: not carried
+            assert set(filing.running_allocations(list(run))) == {workload.allocation for workload in run}
+        result = plan(state, engine.now, config)
+        assert summary(result) == summary(afresh(state, engine.now, config)), step
+        engine.apply(result)
+        engine.advance()
     filing.forget()
