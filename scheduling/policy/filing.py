@@ -29,8 +29,11 @@ Exactly what filing afresh gives, not an approximation:
 
 from __future__ import annotations
 
+import math
 import threading
 from bisect import bisect_left, insort
+from collections import Counter
+from collections.abc import Iterable
 from itertools import compress, count, repeat
 from operator import attrgetter, is_, is_not
 
@@ -39,13 +42,13 @@ from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
 
 Occupants = dict[str, list[RunningWorkload]]
 Candidates = dict[tuple[str, bool], list[RunningWorkload]]
-# node -> what ``reservation.ReleaseProfile`` worked out from its occupants alone (see there)
-ReleaseKeys = dict[str, tuple[float, float] | None]
 Filed = tuple[
-    Occupants, Candidates, dict[str, int], FreeIndex, FreeIndex, ReleaseKeys | None, "KeptNeeds | None"
+    Occupants, Candidates, dict[str, int], FreeIndex, FreeIndex, "ReleaseKeys | None", "KeptNeeds | None"
 ]
 
 _BY_ID = attrgetter("id")
+_ALLOCATION = attrgetter("allocation")
+_DROPPED_KEPT = 4096  # nodes logged by ReleaseKeys.drop before the log starts anew
 _FOUND_WITHIN = 8  # a carried tuple starts with one of the last one's first few workloads
 _LOCAL = threading.local()  # one carry per thread: a pass changes nothing another thread reads
 
@@ -70,6 +73,34 @@ def carried(
     return carry.filed(running, nodes, healthy, capacity, ancestors, limit, now)
 
 
+class ReleaseKeys(dict[str, "tuple[float, float] | None"]):
+    """node -> what ``reservation.ReleaseProfile`` worked out from its occupants alone (see
+    there), kept while those occupants stay. ``drop`` forgets a node's key and logs the node in
+    ``dropped``: an order kept by these keys (``reservation._Ranks``) looks again only at the nodes
+    logged since it last looked. ``clear`` (or a log grown long) starts a new log, counted by
+    ``epoch``: an order that read an older one looks at every node again."""
+
+    __slots__ = ("dropped", "epoch")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped: list[str] = []
+        self.epoch = 0
+
+    def drop(self, name: str) -> None:
+        self.pop(name, None)
+        self.dropped.append(name)
+
+    def clear(self) -> None:
+        super().clear()
+        self.restart()
+
+    def restart(self) -> None:
+        """Start a new log (the keys stay)."""
+        self.dropped = []
+        self.epoch += 1
+
+
 class KeptNeeds:
     """What ``preempting.Preempting._node_needs`` worked out for a node from its occupants alone, as
     the base holds them: filled by the passes for nodes they did not change, emptied here for a
@@ -92,9 +123,40 @@ class KeptNeeds:
         self.blocked.pop(name, None)
 
 
+def running_allocations(running: tuple[RunningWorkload, ...]) -> Iterable[str]:
+    """The allocations of ``running``'s workloads, each once. For a tuple, from this thread's
+    carry: the last tuple's, changed by what is gone and what was added since, a change
+    ``carried`` then files instead of working it out again (a pass asks in ``_rank``)."""
+    if type(running) is not tuple:
+        return set(map(_ALLOCATION, running))
+    carry = getattr(_LOCAL, "carry", None)
+    if carry is None:
+        carry = _LOCAL.carry = _Carry()
+    return carry.allocations(running)
+
+
 def forget() -> None:
     """Drop this thread's carry (the next pass files afresh); for tests and comparisons."""
     _LOCAL.carry = None
+
+
+def in_start_order(running: tuple[RunningWorkload, ...] | list[RunningWorkload]) -> bool:
+    """Whether ``running`` lies in start order (``started_at`` never falls) with finite start
+    times. For the tuple this thread's carry last filed that is kept from pass to pass (a pass's
+    fair-share charge asks after its ``_index`` filed it): a tuple changed by taking workloads off
+    and adding some at its end stays in order when what was added is, after what was kept."""
+    carry = getattr(_LOCAL, "carry", None)
+    if carry is None or carry.running is not running:
+        return _in_start_order(running)
+    if carry.ordered is None:
+        carry.ordered = _in_start_order(running)
+    return carry.ordered
+
+
+def _in_start_order(running: tuple[RunningWorkload, ...] | list[RunningWorkload]) -> bool:
+    starts = [workload.started_at for workload in running]
+    total = sum(starts)
+    return total - total == 0.0 and starts == sorted(starts)  # (a NaN or an infinity: not in order)
 
 
 class _Carry:
@@ -106,6 +168,39 @@ class _Carry:
         self.members: dict[int, RunningWorkload] | None = None  # None: not worked out yet
         self.base: _Base | None = None
         self.shape: tuple[dict, dict] | None = None  # the last pass's (ancestors, limits), see filed
+        self.ordered: bool | None = None  # ``running`` in start order (None: not worked out yet)
+        self.counts: dict[str, int] | None = None  # allocation -> its workloads in ``running``
+        # (tuple, its change since ``running``, its counts): worked out ahead by ``allocations``
+        self.early: tuple[tuple, tuple | None, dict[str, int]] | None = None
+
+    def allocations(self, running: tuple) -> Iterable[str]:
+        """The allocations of ``running``'s workloads, each once: the last tuple's, changed by
+        what is gone and what was added since. That change is kept for ``filed`` (a pass asks in
+        ``_rank``, then files the same tuple in ``_index``)."""
+        early = self.early
+        if early is not None:
+            if early[0] is running:
+                return early[2].keys()
+            self.members = None  # worked out for a tuple never filed: from the last one again
+        change = self._change(running)
+        last = self.counts
+        if change is None or last is None:
+            counts = dict(Counter(map(_ALLOCATION, running)))
+        else:
+            counts = dict(last)
+            gone, added = change
+            for workload in gone:
+                allocation = workload.allocation
+                left = counts[allocation] - 1
+                if left:
+                    counts[allocation] = left
+                else:
+                    del counts[allocation]
+            for workload in added:
+                allocation = workload.allocation
+                counts[allocation] = counts.get(allocation, 0) + 1
+        self.early = (running, change, counts)
+        return counts.keys()
 
     def filed(
         self,
@@ -118,11 +213,22 @@ class _Carry:
         now: float,
     ) -> Filed | None:
         shape, self.shape = self.shape, (ancestors, limit)
-        change = self._change(running) if type(running) is tuple and type(nodes) is tuple else None
+        early, self.early = self.early, None
+        if early is not None and early[0] is running:
+            change, self.counts = early[1], early[2]
+        else:
+            if early is not None:
+                self.members = None  # worked out for a tuple never filed: from the last one again
+            change = self._change(running) if type(running) is tuple else None
+            self.counts = None
+        if type(nodes) is not tuple:
+            change = None
         if change is None:
             self.running, self.members, self.base = running if type(running) is tuple else (), None, None
+            self.ordered = None
             return None
         gone, added = change
+        self.ordered = self._still_in_order(running, added) if added or gone else self.ordered
         base = self.base
         if base is None or not (base.fits(ancestors, limit, now) and base.advance(gone, added, now)):
             # filed anew from its members; not for a budget tree read anew every pass (its shape
@@ -138,6 +244,20 @@ class _Carry:
             base.refile(nodes, healthy, capacity)
         self.running, self.base = running, base
         return base.hand_out(now)
+
+    def _still_in_order(self, running: tuple, added: tuple) -> bool | None:
+        """Whether ``running`` (the last tuple less what is gone, then ``added``) is in start order
+        with finite start times, from whether the last one was (None: not known)."""
+        if self.ordered is not True:
+            return None  # (taking work off an unordered tuple may order it: worked out if asked)
+        kept = len(running) - len(added)
+        latest = running[kept - 1].started_at if kept else -math.inf
+        for workload in added:
+            started = workload.started_at
+            if not (latest <= started and math.isfinite(started)):
+                return False
+            latest = started
+        return True
 
     def _change(self, running: tuple) -> tuple[list[RunningWorkload], tuple] | None:
         """(workloads gone, in start order; workloads new, in order) since the last tuple, or None
@@ -198,7 +318,7 @@ class _Base:
         self.index = FreeIndex()
         # Filled by the passes' release profiles for nodes they did not change, emptied here for a
         # node whenever its occupants change: it depends on nothing else (reservation.py).
-        self.release_keys: ReleaseKeys = {}
+        self.release_keys = ReleaseKeys()
         self.kept_needs = KeptNeeds()  # likewise (preempting.py)
 
     def fits(self, ancestors: dict, limit: dict, now: float) -> bool:
@@ -228,9 +348,10 @@ class _Base:
             if type(placed) is not int or placed < 0:
                 return False
         occupants, load, index, keys = self.occupants, self.load, self.index, self.release_keys
-        free, kept = index.free, self.kept_needs
+        free, kept, dropped = index.free, self.kept_needs, keys.dropped
         for name, placed in workload.placement:
-            keys.pop(name, None)
+            keys.pop(name, None)  # keys.drop(name), inlined
+            dropped.append(name)
             kept.forget(name)
             here = occupants.get(name)
             if here is None:
@@ -249,9 +370,10 @@ class _Base:
 
     def remove(self, workload: RunningWorkload) -> None:
         occupants, load, index, keys = self.occupants, self.load, self.index, self.release_keys
-        free, kept = index.free, self.kept_needs
+        free, kept, dropped = index.free, self.kept_needs, keys.dropped
         for name, placed in workload.placement:
-            keys.pop(name, None)
+            keys.pop(name, None)  # keys.drop(name), inlined
+            dropped.append(name)
             kept.forget(name)
             here = occupants[name]
             drop_identical(here, workload)
@@ -301,6 +423,8 @@ class _Base:
     def hand_out(self, now: float) -> Filed:
         """Copies for a pass at ``now`` (the pass changes them; this base stays as it is)."""
         occupants = self.occupants
+        if len(self.release_keys.dropped) > _DROPPED_KEPT:
+            self.release_keys.restart()
 
         def work_lost(workload: RunningWorkload) -> tuple[float, int]:  # planner's, for work not resumable
             return (workload.gpus * (now - workload.started_at), workload.id)

@@ -25,7 +25,7 @@ from types import MappingProxyType
 
 from scheduling.policy import reasons
 from scheduling.policy.explaining import Explaining
-from scheduling.policy.filing import Filed, carried
+from scheduling.policy.filing import Filed, carried, running_allocations
 from scheduling.policy.memo import ByIdentity
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preempting import Preempting
@@ -178,7 +178,7 @@ class _Pass(Preempting, Explaining):
         groups, self.held = self.grouped or group_pending(snapshot.pending)
         self.groups = groups
         allocations = set(map(_FIRST, groups))  # every allocation met, for those the tree lacks
-        allocations.update(map(_ALLOCATION, snapshot.running), map(_ALLOCATION, self.held))
+        allocations.update(running_allocations(snapshot.running), map(_ALLOCATION, self.held))
         self.tree = FairTree(snapshot.tree, snapshot.usage, snapshot.user_usage, allocations)
         if self.fairshare:
             self.tree.charge_running(snapshot.running, self.now, self.charge_s)

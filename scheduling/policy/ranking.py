@@ -29,6 +29,7 @@ import math
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 
+from scheduling.policy.filing import in_start_order
 from scheduling.policy.memo import ByIdentity
 from scheduling.policy.types import AllocationPath, BudgetNodeSpec, RunningWorkload
 
@@ -83,8 +84,9 @@ class FairTree:
         self.funded: frozenset[AllocationPath] = shape.funded
         self.ancestors: dict[AllocationPath, tuple[AllocationPath, ...]] = shape.ancestors
         self.funded_sorted: list[AllocationPath] = shape.funded_sorted
-        # (victim, preemptor) -> where their paths part (see ranks_at_or_below), kept with the shape
-        self.parting: dict[tuple[AllocationPath, AllocationPath], tuple[AllocationPath, ...]] = shape.parting
+        # (victim, preemptor) -> where their paths part, with the budgets there (ranks_at_or_below),
+        # kept with the shape
+        self.parting: dict[tuple[AllocationPath, AllocationPath], tuple] = shape.parting
         subtree = dict.fromkeys(self.budget, 0.0)
         self._charge_usage(subtree, usage)
         # The ratios of the standing the pass starts from, worked out only if read (the simulator
@@ -98,12 +100,15 @@ class FairTree:
         self, subtree: dict[AllocationPath, float], usage: Mapping[AllocationPath, float]
     ) -> None:
         """``charge(path, None, amount)`` for each entry, in order (inlined: a pass charges every
-        allocation's usage). A path the tree lacks is charged to the root only."""
-        chains = self.ancestors
+        allocation's usage). A path the tree lacks is charged to the root only. (The root's sum is
+        kept in a local meanwhile: no ancestor chain holds the root.)"""
+        chain_of = self.ancestors.get
+        root = subtree[ROOT]
         for path, amount in usage.items():
-            for node in chains.get(path, ()):
+            for node in chain_of(path, ()):
                 subtree[node] += amount
-            subtree[ROOT] += amount
+            root += amount
+        subtree[ROOT] = root
 
     def _settle(self) -> None:
         """Make the usage attributes: the usage given, then the running work charged in the order
@@ -161,9 +166,12 @@ class FairTree:
         self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
     ) -> None:
         # ``charge`` inlined (a pass charges every running workload): the same additions, in order,
-        # along each path's ancestors (every one of them a key of ``subtree``), then the root
+        # along each path's ancestors (every one of them a key of ``subtree``), then the root (kept
+        # in a local meanwhile: no ancestor chain holds the root, so its additions keep their order)
         subtree, chains = self.subtree_usage, self.ancestors
         user_usage, user_log = self.user_usage, self.user_log
+        chain_of, usage_of, log_of = chains.get, user_usage.get, user_log.get
+        root = subtree[ROOT]
         for workload in _still_owing(running, now, projected_charge_s):
             left = projected_charge_s - (now - workload.started_at)
             if not left > 0.0:  # max(0.0, left) == 0.0: owes nothing
@@ -171,19 +179,21 @@ class FairTree:
             owed = workload.gpus * left
             if not owed:
                 continue
-            path, user = workload.allocation, workload.user
-            for node in chains.get(path, ()):  # a path the tree lacks is charged to the root only
+            path = workload.allocation
+            for node in chain_of(path, ()):  # a path the tree lacks is charged to the root only
                 subtree[node] += owed
-            subtree[ROOT] += owed
+            root += owed
+            user = workload.user
             if user is None:
                 continue
             key = (path, user)
-            user_usage[key] = user_usage.get(key, 0.0) + owed
-            log = user_log.get(path)
+            user_usage[key] = usage_of(key, 0.0) + owed
+            log = log_of(path)
             if log is None:
                 user_log[path] = [user]
             else:
                 log.append(user)
+        subtree[ROOT] = root
 
     # -- ranking -------------------------------------------------------------------------------
     def key(self, path: AllocationPath) -> tuple[float, float]:
@@ -215,9 +225,15 @@ class FairTree:
         """The child of ``node`` with the largest key among those with ``eligible[child] > 0``."""
         best = None
         best_key: tuple[float, float] = (-1.0, -1.0)
+        budgets, usage = self.budget, self.subtree_usage
         for child in self.children.get(node, ()):
             if eligible.get(child, 0) > 0:
-                child_key = self.key(child)
+                budget = budgets[child]  # key(child), inlined (a descent compares every sibling)
+                if budget <= 0:
+                    child_key = (0.0, 0.0)
+                else:
+                    used = usage[child]
+                    child_key = (budget / used if used > 0 else INFINITE, budget)
                 if child_key > best_key:  # children are name-sorted: the first of equals wins
                     best, best_key = child, child_key
         return best
@@ -256,30 +272,29 @@ class FairTree:
             parting = self.parting[(victim, preemptor)] = self._parting(victim, preemptor)
         if not parting:
             return True  # one is the other's ancestor or the same: the user level decides
-        victim_node, preemptor_node = parting
-        budget = self.budget[victim_node]
+        victim_node, preemptor_node, budget, preemptor_budget = parting
         if budget <= 0:
             victim_key = (0.0, 0.0)
         else:
             used = self.subtree_usage[victim_node]
             victim_key = (budget / used if used > 0 else INFINITE, budget)
-        budget = self.budget[preemptor_node]
-        if budget <= 0:
+        if preemptor_budget <= 0:
             preemptor_key = (0.0, 0.0)
         else:
             used = self.subtree_usage[preemptor_node] if charged is None else charged[preemptor_node]
-            preemptor_key = (budget / used if used > 0 else INFINITE, budget)
+            preemptor_key = (preemptor_budget / used if used > 0 else INFINITE, preemptor_budget)
         if victim_key != preemptor_key:
             return victim_key < preemptor_key
         return victim_node >= preemptor_node
 
-    def _parting(self, victim: AllocationPath, preemptor: AllocationPath) -> tuple[AllocationPath, ...]:
-        """(victim's node, preemptor's node) where their paths part, or () when they do not."""
+    def _parting(self, victim: AllocationPath, preemptor: AllocationPath) -> tuple:
+        """(victim's node, preemptor's node, their budgets) where their paths part, or () when
+        they do not."""
         victim_chain = self.ancestors.get(victim, (victim,))[::-1]
         preemptor_chain = self.ancestors.get(preemptor, (preemptor,))[::-1]
         for victim_node, preemptor_node in zip(victim_chain, preemptor_chain, strict=False):
             if victim_node != preemptor_node:
-                return (victim_node, preemptor_node)
+                return (victim_node, preemptor_node, self.budget[victim_node], self.budget[preemptor_node])
         return ()
 
     def user_key(self, path: AllocationPath, user: str) -> float:
@@ -322,16 +337,15 @@ def _still_owing(
 
     Work past its projected charge (``projected_charge_s - (now - started_at) <= 0``) is skipped
     by ``charge_running`` anyway, and most running work is. When ``running`` lies in start order
-    (the simulator lists it so), that test fails for a prefix and holds for the rest: float
-    subtraction is monotone, so the first workload that owes is found by bisection, and the
-    skipped prefix contributes no addition (the sums keep their order)."""
-    if not isinstance(running, tuple | list):
+    (the simulator lists it so; ``filing.in_start_order`` knows it for the tuple the pass filed),
+    that test fails for a prefix and holds for the rest: float subtraction is monotone, so the
+    first workload that owes is found by bisection, and the skipped prefix contributes no addition
+    (the sums keep their order)."""
+    if not isinstance(running, tuple | list) or not in_start_order(running):
         return running
-    starts = [workload.started_at for workload in running]
-    total = sum(starts)
-    if total - total != 0.0 or starts != sorted(starts):  # a NaN (or an infinity) sorts unreliably
-        return running
-    first = bisect_left(starts, True, key=lambda started: projected_charge_s - (now - started) > 0.0)
+    first = bisect_left(
+        running, True, key=lambda workload: projected_charge_s - (now - workload.started_at) > 0.0
+    )
     return running[first:] if first else running
 
 
@@ -362,7 +376,7 @@ class _TreeShape:
         self.funded = self._funded_paths()
         self.funded_sorted = sorted(self.funded)
         self.ancestors = {path: self._ancestors(path) for path in self.budget}
-        self.parting: dict[tuple[AllocationPath, AllocationPath], tuple[AllocationPath, ...]] = {}
+        self.parting: dict[tuple[AllocationPath, AllocationPath], tuple] = {}
 
     def level_ratio(
         self,
@@ -425,7 +439,7 @@ def _shape_of(tree: Iterable[BudgetNodeSpec], extra_allocations: Iterable[Alloca
     base = shapes.get(frozenset())
     if base is None:
         base = shapes[frozenset()] = _TreeShape(tree, ())
-    missing = frozenset(path for path in extra_allocations if path not in base.budget)
+    missing = frozenset(extra_allocations).difference(base.budget)
     if not missing:
         return base
     shape = shapes.get(missing)

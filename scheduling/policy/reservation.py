@@ -390,7 +390,12 @@ class _Ranks:
     ``keys`` says (``_key``): (time, name), the time not clamped to ``now``. Kept in step with
     ``keys`` by identity: a key the caller dropped or replaced is a node to sort again. Nodes
     whose key does not settle it (None) are in ``unsettled``, not in the order; nodes without
-    a key (changed by a pass before their key was worked out) are in neither."""
+    a key (changed by a pass before their key was worked out) are in neither, but ``pending``.
+
+    Keys that log the nodes they drop (``filing.ReleaseKeys``) are looked up only for the nodes
+    logged since the last look and the pending ones: a key is only ever written where there is
+    none (here and in ``ReleaseProfile._wholes``), so every other node's key is the one it is
+    sorted by. Other keys (and a new log) are looked up for every node."""
 
     def __init__(self, kind: _Kind, preemptive: bool) -> None:
         self.kind = kind
@@ -402,6 +407,8 @@ class _Ranks:
         self.seen: list = [_UNSEEN] * len(self.names)  # the key each node is sorted by (or not)
         self.listed: list[list[tuple[float, str]]] = [[] for _ in kind.members]
         self.unsettled: set[str] = set()
+        self.pending: set[int] = set(range(len(self.names)))  # where seen is _UNSEEN
+        self.read: tuple[int, int] | None = None  # (epoch, length) of the keys' log when last read
 
     def synced(
         self, profile: ReleaseProfile, keys: dict[str, tuple[float, float] | None]
@@ -410,10 +417,18 @@ class _Ranks:
         themselves: not to be changed). Keys missing for nodes the profile did not change are
         worked out and kept, as ``_wholes`` does."""
         names, seen = self.names, self.seen
-        current = list(map(keys.get, names, repeat(_UNKNOWN)))
-        listed, index, changed = self.listed, self.index, profile.changed
-        for at in compress(range(len(names)), map(is_not, current, seen)):
-            name, key, old = names[at], current[at], seen[at]
+        dropped = getattr(keys, "dropped", None)
+        read, self.read = self.read, None if dropped is None else (keys.epoch, len(dropped))
+        if read is None or read[0] != keys.epoch:
+            current = list(map(keys.get, names, repeat(_UNKNOWN)))
+            moved = [(at, current[at]) for at in compress(range(len(names)), map(is_not, current, seen))]
+        else:
+            where, get = self.where, keys.get
+            looked = self.pending.union(where[name] for name in dropped[read[1] :] if name in where)
+            moved = [(at, key) for at in sorted(looked) if (key := get(names[at], _UNKNOWN)) is not seen[at]]
+        listed, index, changed, pending = self.listed, self.index, profile.changed, self.pending
+        for at, key in moved:
+            name, old = names[at], seen[at]
             timed = listed[self.domain_of[at]]
             if old is None:
                 self.unsettled.discard(name)
@@ -424,7 +439,10 @@ class _Ranks:
                 key = keys[name] = _key(name, self.size[at], left, here)
             if key is _UNKNOWN:  # changed in this pass: looked at again next time
                 seen[at] = _UNSEEN
-            elif key is None:
+                pending.add(at)
+                continue
+            pending.discard(at)
+            if key is None:
                 seen[at] = None
                 self.unsettled.add(name)
             else:

@@ -11,6 +11,7 @@ import random
 import pytest
 
 from scheduling.policy import ClusterNodeSpec, RunningWorkload, reservation
+from scheduling.policy.filing import ReleaseKeys
 from scheduling.policy.reservation import ReleaseProfile
 from tests.policy.builders import HOUR, NOW, nodes, running
 
@@ -95,19 +96,27 @@ def from_scratch(cluster, free, occupants, now, preemptive) -> ReleaseProfile:
     return ReleaseProfile([node for node in cluster if node.healthy], free, occupants, now, preemptive)
 
 
+@pytest.mark.parametrize("logged", [True, False], ids=["logged-keys", "plain-keys"])
 @pytest.mark.parametrize("preemptive", [True, False], ids=["drain", "declared-ends"])
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
-def test_a_carried_order_gives_what_a_profile_from_scratch_gives_pass_after_pass(preemptive, seed):
+def test_a_carried_order_gives_what_a_profile_from_scratch_gives_pass_after_pass(preemptive, seed, logged):
+    """``logged``: the filing's keys, which log the nodes they drop (the order looks only at
+    those again); else a plain dict (the order looks at every node's key)."""
     rng, work = random.Random(seed), Work(seed)
     cluster, now = cluster_of(), NOW
     names = [node.name for node in cluster]
     base = {node.name: work.on(node, now) for node in cluster}
-    keys: dict = {}  # the filing's release keys: kept while a node's work stays
+    keys: dict = ReleaseKeys() if logged else {}  # the filing's release keys: kept while a node's work stays
     orders = set()
-    for _ in range(60):
+    for step in range(60):
         for name in rng.sample(names, rng.randint(0, 3)):  # work started or ended since
             base[name] = work.on(next(node for node in cluster if node.name == name), now)
-            keys.pop(name, None)
+            if logged:
+                keys.drop(name)
+            else:
+                keys.pop(name, None)
+        if logged and step % 25 == 24:  # the log grew long: a new one
+            keys.restart()
         if rng.random() < 0.1:  # a node fails or comes back: a new nodes tuple
             cluster = cluster_of({name for name in names if rng.random() < 0.9})
             keys.clear()
