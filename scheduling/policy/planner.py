@@ -19,7 +19,7 @@ import time
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
-from itertools import repeat
+from itertools import compress, repeat
 from operator import attrgetter, call, itemgetter
 from types import MappingProxyType
 
@@ -57,6 +57,20 @@ _FIRST = itemgetter(0)
 _SHAPE = attrgetter("gpus", "gpus_per_node", "gpu_type")
 _WALKS = 4  # a first walk and up to three settling walks
 _drain = deque(maxlen=0).extend  # runs a map to its end, keeping nothing
+_FITS_FREE, _FITS_RESERVED = 1, 2  # see _Pass._shape_fits
+
+
+class _ShapeFits(dict):
+    """shape -> ``where(shape)``, worked out the first time the shape is read (a dict, so a map
+    over many workloads of few shapes looks them up in C)."""
+
+    def __init__(self, where: Callable[[Shape], int]) -> None:
+        super().__init__()
+        self.where = where
+
+    def __missing__(self, shape: Shape) -> int:
+        fits = self[shape] = self.where(shape)
+        return fits
 
 
 Explain = bool | frozenset[int]
@@ -436,22 +450,30 @@ class _Pass(Preempting, Explaining):
 
     def _none_fits(self, queue) -> bool:
         """No workload queued here can start on free GPUs (unreserved, or reserved ones it may
-        backfill) or make a reservation. Limits are ignored (they only stop work from starting)."""
+        backfill) or make a reservation. Limits are ignored (they only stop work from starting).
+
+        Read in queue order and left at the first workload that could start: each distinct shape
+        is placed once (``_ShapeFits``), and only a shape that fits reserved GPUs alone needs the
+        workload itself (may it backfill them?)."""
         if self._may_still_reserve(queue):
             return False
-        no_fit, no_fit_reserved = self.no_fit, self.no_fit_reserved
-        index, reserved = self.index, self.reserved
-        on_reserved = set()  # shapes that fit reserved nodes only: for work that may backfill them
-        for shape in set(map(_SHAPE, queue.queued())):
-            if not self._feasible(shape):
-                continue
-            if shape not in no_fit and index.place(shape) is not None:
+        fits = _ShapeFits(self._shape_fits)
+        for workload in compress(queue.queued(), map(fits.__getitem__, map(_SHAPE, queue.queued()))):
+            if fits[_SHAPE(workload)] == _FITS_FREE or self._may_backfill(workload):
                 return False
-            if reserved.spec and shape not in no_fit_reserved and reserved.place(shape) is not None:
-                on_reserved.add(shape)
-        return not on_reserved or not any(
-            self._may_backfill(workload) for workload in queue.queued() if _SHAPE(workload) in on_reserved
-        )
+        return True
+
+    def _shape_fits(self, shape: Shape) -> int:
+        """Where ``shape`` could start now: on unreserved free GPUs (``_FITS_FREE``), only on
+        reserved ones (``_FITS_RESERVED``), or nowhere (0, also when it never could)."""
+        if not self._feasible(shape):
+            return 0
+        if shape not in self.no_fit and self.index.place(shape) is not None:
+            return _FITS_FREE
+        reserved = self.reserved
+        if reserved.spec and shape not in self.no_fit_reserved and reserved.place(shape) is not None:
+            return _FITS_RESERVED
+        return 0
 
     def _may_still_reserve(self, queue) -> bool:
         """Nothing is reserved yet and the first workload queued here that cannot start would be."""
