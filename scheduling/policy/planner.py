@@ -18,7 +18,7 @@ import gc
 import time
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, call, itemgetter
 from types import MappingProxyType
@@ -353,15 +353,43 @@ class _Pass(Preempting, Explaining):
         waited = len(blocked)
         # Victims go back into the first walk's queues (``_requeue``): only that walk meets them again.
         current, evicted = queues is self.queues, len(self.preemptions)
+
+        def passed_over(workloads: Sequence[PendingWorkload]) -> bool:
+            """Every one is a hit (signature as below): the walk would take them all, changing nothing."""
+            for workload in workloads:
+                runtime = workload.max_runtime_s
+                signature = (
+                    workload.gpus,
+                    workload.gpus_per_node,
+                    workload.gpu_type,
+                    workload.allocation,
+                    workload.priority,
+                    workload.min_runtime_s <= 0 or (runtime is not None and now + runtime <= start_at),
+                )
+                if known(signature) is None:
+                    return False
+            return True
+
         for queue in queues:
             misses, checked = 0, -1
             records = explained and not (settles and len(self.starts) != unchanged)
             if not records and self._nothing_to_try(queue):
                 continue  # (``checked`` stays: the check after 32 misses comes where it would)
-            while (head := queue.head()) is not None:
+            while True:
+                record = explained and not (settles and len(self.starts) != unchanged)
+                if not record:  # user queues of hits only: taken whole, up to where the check is due
+                    skipped = queue.skip(passed_over, 32 - misses if checked != self.generation else INFINITE)
+                    if skipped:
+                        misses += skipped
+                        if misses >= 32 and checked != self.generation:
+                            checked = self.generation
+                            if self._nothing_more_can_start(queue, thorough=True):
+                                break
+                head = queue.head()
+                if head is None:
+                    break
                 items, taken, started = head[2], 0, False
                 pop = items.popleft
-                record = explained and not (settles and len(self.starts) != unchanged)
                 while items:
                     if record:
                         workload = pop()
