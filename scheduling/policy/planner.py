@@ -305,12 +305,19 @@ class _Pass(Preempting, Explaining):
         """Everything still pending (the snapshot's queues less what started, plus requeued
         victims that did not restart), for a settling walk."""
         started = {start.workload_id for start in self.starts}
-        groups: dict[tuple[str, str], list[PendingWorkload]] = {}
-        started_by_group = self.started_groups
-        for key, queue in self.groups.items():
-            kept = _without(queue, started_by_group[key]) if key in started_by_group else queue
+        # The snapshot's groups (none empty), each one something started from cut down in its place
+        groups = dict(self.groups)
+        if not all(groups.values()):
+            groups = {key: queue for key, queue in groups.items() if queue}
+        for key, started_here in self.started_groups.items():
+            queue = groups.get(key)
+            if queue is None:  # only requeued victims started from it
+                continue
+            kept = _without(queue, started_here)
             if kept:
                 groups[key] = kept
+            else:
+                del groups[key]
         for workload in self.requeued_work.values():
             if workload.id not in started:
                 key = (workload.allocation, workload.user)
