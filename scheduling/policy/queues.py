@@ -205,14 +205,24 @@ class FairShareQueue:
                 return taken
             users = self.by_allocation[allocation]
             resumes = self.seen == tree.version and path and path[-1] == allocation
-            count = 0
+            count, heap = 0, None
             while True:
                 count += len(queue)
                 del users[user]
                 if not (users and resumes) or taken + count >= enough:
                     self.current = None
                     break
-                user = self._least_used(allocation, users)
+                if heap is None:
+                    made = len(users) > 1  # else no heap is made (nor brought up to date)
+                    user = self._least_used(allocation, users)
+                    if made:
+                        heap, usage = self.user_heaps[allocation][0], tree.user_usage
+                else:  # _least_used, its heap up to date: nothing was charged since
+                    while True:
+                        used, user = heap[0]
+                        if user in users and usage.get((allocation, user), 0.0) == used:
+                            break
+                        heappop(heap)
                 queue = users[user]
                 if not passed_over(queue):
                     self.current = (allocation, user, queue)

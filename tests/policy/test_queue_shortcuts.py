@@ -47,7 +47,7 @@ def served(queue: FairShareQueue) -> tuple | None:
     return None if head is None else (head[0], head[1], list(head[2]), dict(queue.counts))
 
 
-@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("seed", range(60))
 def test_skipping_serves_what_handing_out_each_user_queue_serves(seed):
     rng = random.Random(seed)
     usage = {path: rng.choice([0.0, 10.0, 50.0]) for path in PATHS if rng.random() < 0.5}
@@ -74,7 +74,8 @@ def test_skipping_serves_what_handing_out_each_user_queue_serves(seed):
             queue.head()[2].popleft()
             queue.consumed(1)
         if rng.random() < 0.6:  # ... which sometimes starts and is charged (or usage changes unseen)
-            allocation, user, amount = rng.choice(PATHS), rng.choice(USERS), rng.choice([1.0, 20.0])
+            allocation, user = rng.choice([*groups, (rng.choice(PATHS), rng.choice(USERS))])
+            amount = rng.choice([1.0, 20.0])
             rechoose = rng.random() < 0.8
             for fair_tree, queue in zip(trees, (skipping, plain), strict=True):
                 fair_tree.charge(allocation, user, amount)
@@ -97,3 +98,21 @@ def test_after_usage_changed_under_a_half_taken_user_the_next_one_is_chosen_afre
 
     assert queue.skip(passed_over, float("inf")) == 1  # alice's rest; then org/b/z ranks first
     assert queue.head()[:2] == ("org/b/z", "carol")
+
+
+def test_a_user_charged_since_the_allocations_users_were_ordered_takes_its_new_place():
+    user_usage = {("org/a/x", "alice"): 0.0, ("org/a/x", "bob"): 5.0, ("org/a/x", "carol"): 9.0}
+    user_usage[("org/a/x", "dave")] = 12.0
+    fair_tree = FairTree(BUDGET_TREE, {}, user_usage, PATHS)
+    groups = {("org/a/x", user): [1] for user in ("alice", "bob", "carol")}
+    groups[("org/a/x", "dave")] = [4]
+    queue = FairShareQueue(fair_tree, groups)
+    assert queue.head()[1] == "alice"  # the users are ordered ...
+    fair_tree.charge("org/a/x", "carol", 20.0)  # ... and then carol's usage grows past dave's
+    queue.charged()
+
+    def passed_over(workloads) -> bool:
+        return all(workload % 4 for workload in workloads)
+
+    assert queue.skip(passed_over, float("inf")) == 2  # alice, bob; dave (then carol) is next
+    assert queue.head()[1] == "dave"
