@@ -514,7 +514,7 @@ class _Pass(Preempting, Explaining):
         """Nothing is reserved yet and the first workload queued here that cannot start would be."""
         if self.reservation is not None or not self.config.reservation:
             return False
-        return not self.fairshare or any(map(self.tree.funded.__contains__, queue.allocations()))
+        return not self.fairshare or bool(queue.funded_allocations())
 
     def _none_may_preempt(self, queue) -> bool:
         """No allocation still queued here may preempt anyone."""
@@ -523,7 +523,7 @@ class _Pass(Preempting, Explaining):
         if not self.fairshare:
             lowest = self._preemptible()
             return lowest is None or all(w.priority <= lowest for w in queue.queued())
-        waiting = [allocation for allocation in queue.allocations() if allocation in self.tree.funded]
+        waiting = queue.funded_allocations()
         if not waiting:
             return True
         open_groups = self._preemptible()

@@ -112,6 +112,7 @@ class FairShareQueue:
     ) -> None:
         """``groups``: (allocation, user) -> workloads in (submitted_at, id) order (see ``group_pending``)."""
         self._start(tree, *_by_allocation(groups))
+        self.funded: bool | None = None  # its allocations: funded ones only, unfunded only, or any
 
     @classmethod
     def funded_and_unfunded(
@@ -124,9 +125,10 @@ class FairShareQueue:
         for allocation, users in by_allocation.items():  # (each side keeps the groups' order)
             sides[allocation not in funded][allocation] = users
         queues = []
-        for side in sides:
+        for side, funded_side in zip(sides, (True, False), strict=True):
             queue = cls.__new__(cls)
             queue._start(tree, side, queued)
+            queue.funded = funded_side
             queues.append(queue)
         return queues
 
@@ -319,6 +321,12 @@ class FairShareQueue:
 
     def allocations(self) -> list[AllocationPath]:
         return [allocation for allocation, users in self.by_allocation.items() if users]
+
+    def funded_allocations(self) -> list[AllocationPath]:
+        """Those of ``allocations`` that are funded (none or all of them, for a side of a pair)."""
+        if self.funded is None:
+            return list(filter(self.tree.funded.__contains__, self.allocations()))
+        return self.allocations() if self.funded else []
 
     def queued(self) -> Iterator[PendingWorkload]:
         """What is still queued, in no particular order (cheaper than ``remaining``)."""

@@ -3,7 +3,8 @@
 - ``skip`` takes what ``head`` and ``consumed`` would, one user queue at a time: the walk skips
   whole user queues of workloads like ones that already failed, and the queue must serve the rest
   exactly as if each had been handed out and drained (same order, same counts), also when the
-  standing changes between skips."""
+  standing changes between skips;
+- each side of the funded and unfunded pair names its funded allocations without a filter."""
 
 from __future__ import annotations
 
@@ -116,3 +117,13 @@ def test_a_user_charged_since_the_allocations_users_were_ordered_takes_its_new_p
 
     assert queue.skip(passed_over, float("inf")) == 2  # alice, bob; dave (then carol) is next
     assert queue.head()[1] == "dave"
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_each_side_of_a_pair_names_its_funded_allocations_as_a_filter_would(seed):
+    rng = random.Random(seed)
+    fair_tree = FairTree(BUDGET_TREE, {}, {}, PATHS)
+    groups = {(rng.choice(PATHS), user): [1] for user in USERS for _ in range(rng.randrange(0, 4))}
+    for queue in [*FairShareQueue.funded_and_unfunded(fair_tree, groups), FairShareQueue(fair_tree, groups)]:
+        expected = [allocation for allocation in queue.allocations() if allocation in fair_tree.funded]
+        assert queue.funded_allocations() == expected
