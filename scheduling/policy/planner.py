@@ -18,8 +18,8 @@ import gc
 import time
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable
-from itertools import repeat
+from collections.abc import Callable, Sequence
+from itertools import compress, repeat
 from operator import attrgetter, call, itemgetter
 from types import MappingProxyType
 
@@ -57,6 +57,20 @@ _FIRST = itemgetter(0)
 _SHAPE = attrgetter("gpus", "gpus_per_node", "gpu_type")
 _WALKS = 4  # a first walk and up to three settling walks
 _drain = deque(maxlen=0).extend  # runs a map to its end, keeping nothing
+_FITS_FREE, _FITS_RESERVED = 1, 2  # see _Pass._shape_fits
+
+
+class _ShapeFits(dict):
+    """shape -> ``where(shape)``, worked out the first time the shape is read (a dict, so a map
+    over many workloads of few shapes looks them up in C)."""
+
+    def __init__(self, where: Callable[[Shape], int]) -> None:
+        super().__init__()
+        self.where = where
+
+    def __missing__(self, shape: Shape) -> int:
+        fits = self[shape] = self.where(shape)
+        return fits
 
 
 Explain = bool | frozenset[int]
@@ -291,12 +305,19 @@ class _Pass(Preempting, Explaining):
         """Everything still pending (the snapshot's queues less what started, plus requeued
         victims that did not restart), for a settling walk."""
         started = {start.workload_id for start in self.starts}
-        groups: dict[tuple[str, str], list[PendingWorkload]] = {}
-        started_by_group = self.started_groups
-        for key, queue in self.groups.items():
-            kept = _without(queue, started_by_group[key]) if key in started_by_group else queue
+        # The snapshot's groups (none empty), each one something started from cut down in its place
+        groups = dict(self.groups)
+        if not all(groups.values()):
+            groups = {key: queue for key, queue in groups.items() if queue}
+        for key, started_here in self.started_groups.items():
+            queue = groups.get(key)
+            if queue is None:  # only requeued victims started from it
+                continue
+            kept = _without(queue, started_here)
             if kept:
                 groups[key] = kept
+            else:
+                del groups[key]
         for workload in self.requeued_work.values():
             if workload.id not in started:
                 key = (workload.allocation, workload.user)
@@ -339,15 +360,43 @@ class _Pass(Preempting, Explaining):
         waited = len(blocked)
         # Victims go back into the first walk's queues (``_requeue``): only that walk meets them again.
         current, evicted = queues is self.queues, len(self.preemptions)
+
+        def passed_over(workloads: Sequence[PendingWorkload]) -> bool:
+            """Every one is a hit (signature as below): the walk would take them all, changing nothing."""
+            for workload in workloads:
+                runtime = workload.max_runtime_s
+                signature = (
+                    workload.gpus,
+                    workload.gpus_per_node,
+                    workload.gpu_type,
+                    workload.allocation,
+                    workload.priority,
+                    workload.min_runtime_s <= 0 or (runtime is not None and now + runtime <= start_at),
+                )
+                if known(signature) is None:
+                    return False
+            return True
+
         for queue in queues:
             misses, checked = 0, -1
             records = explained and not (settles and len(self.starts) != unchanged)
             if not records and self._nothing_to_try(queue):
                 continue  # (``checked`` stays: the check after 32 misses comes where it would)
-            while (head := queue.head()) is not None:
+            while True:
+                record = explained and not (settles and len(self.starts) != unchanged)
+                if not record:  # user queues of hits only: taken whole, up to where the check is due
+                    skipped = queue.skip(passed_over, 32 - misses if checked != self.generation else INFINITE)
+                    if skipped:
+                        misses += skipped
+                        if misses >= 32 and checked != self.generation:
+                            checked = self.generation
+                            if self._nothing_more_can_start(queue, thorough=True):
+                                break
+                head = queue.head()
+                if head is None:
+                    break
                 items, taken, started = head[2], 0, False
                 pop = items.popleft
-                record = explained and not (settles and len(self.starts) != unchanged)
                 while items:
                     if record:
                         workload = pop()
@@ -436,28 +485,36 @@ class _Pass(Preempting, Explaining):
 
     def _none_fits(self, queue) -> bool:
         """No workload queued here can start on free GPUs (unreserved, or reserved ones it may
-        backfill) or make a reservation. Limits are ignored (they only stop work from starting)."""
+        backfill) or make a reservation. Limits are ignored (they only stop work from starting).
+
+        Read in queue order and left at the first workload that could start: each distinct shape
+        is placed once (``_ShapeFits``), and only a shape that fits reserved GPUs alone needs the
+        workload itself (may it backfill them?)."""
         if self._may_still_reserve(queue):
             return False
-        no_fit, no_fit_reserved = self.no_fit, self.no_fit_reserved
-        index, reserved = self.index, self.reserved
-        on_reserved = set()  # shapes that fit reserved nodes only: for work that may backfill them
-        for shape in set(map(_SHAPE, queue.queued())):
-            if not self._feasible(shape):
-                continue
-            if shape not in no_fit and index.place(shape) is not None:
+        fits = _ShapeFits(self._shape_fits)
+        for workload in compress(queue.queued(), map(fits.__getitem__, map(_SHAPE, queue.queued()))):
+            if fits[_SHAPE(workload)] == _FITS_FREE or self._may_backfill(workload):
                 return False
-            if reserved.spec and shape not in no_fit_reserved and reserved.place(shape) is not None:
-                on_reserved.add(shape)
-        return not on_reserved or not any(
-            self._may_backfill(workload) for workload in queue.queued() if _SHAPE(workload) in on_reserved
-        )
+        return True
+
+    def _shape_fits(self, shape: Shape) -> int:
+        """Where ``shape`` could start now: on unreserved free GPUs (``_FITS_FREE``), only on
+        reserved ones (``_FITS_RESERVED``), or nowhere (0, also when it never could)."""
+        if not self._feasible(shape):
+            return 0
+        if shape not in self.no_fit and self.index.place(shape) is not None:
+            return _FITS_FREE
+        reserved = self.reserved
+        if reserved.spec and shape not in self.no_fit_reserved and reserved.place(shape) is not None:
+            return _FITS_RESERVED
+        return 0
 
     def _may_still_reserve(self, queue) -> bool:
         """Nothing is reserved yet and the first workload queued here that cannot start would be."""
         if self.reservation is not None or not self.config.reservation:
             return False
-        return not self.fairshare or any(map(self.tree.funded.__contains__, queue.allocations()))
+        return not self.fairshare or bool(queue.funded_allocations())
 
     def _none_may_preempt(self, queue) -> bool:
         """No allocation still queued here may preempt anyone."""
@@ -466,7 +523,7 @@ class _Pass(Preempting, Explaining):
         if not self.fairshare:
             lowest = self._preemptible()
             return lowest is None or all(w.priority <= lowest for w in queue.queued())
-        waiting = [allocation for allocation in queue.allocations() if allocation in self.tree.funded]
+        waiting = queue.funded_allocations()
         if not waiting:
             return True
         open_groups = self._preemptible()

@@ -112,6 +112,7 @@ class FairShareQueue:
     ) -> None:
         """``groups``: (allocation, user) -> workloads in (submitted_at, id) order (see ``group_pending``)."""
         self._start(tree, *_by_allocation(groups))
+        self.funded: bool | None = None  # its allocations: funded ones only, unfunded only, or any
 
     @classmethod
     def funded_and_unfunded(
@@ -124,9 +125,10 @@ class FairShareQueue:
         for allocation, users in by_allocation.items():  # (each side keeps the groups' order)
             sides[allocation not in funded][allocation] = users
         queues = []
-        for side in sides:
+        for side, funded_side in zip(sides, (True, False), strict=True):
             queue = cls.__new__(cls)
             queue._start(tree, side, queued)
+            queue.funded = funded_side
             queues.append(queue)
         return queues
 
@@ -144,7 +146,7 @@ class FairShareQueue:
         if by_allocation:
             counts[ROOT] = total
         self.by_allocation, self.counts = by_allocation, counts
-        self.current: tuple[AllocationPath, str, deque[PendingWorkload]] | None = None
+        self.current: tuple[AllocationPath, str, deque[PendingWorkload] | list[PendingWorkload]] | None = None
         # allocation -> [heap of (usage, user), how much of tree.user_log[allocation] it has seen]
         self.user_heaps: dict[AllocationPath, list] = {}
         # The last descent, root first, and the tree's usage version it was made in (see _select).
@@ -161,7 +163,14 @@ class FairShareQueue:
         reports how many it took with ``consumed``."""
         current = self.current
         if current is None:
-            current = self.current = self._select()
+            current = self._select()
+            if current is None:
+                return None
+        allocation, user, queue = current
+        if type(queue) is not deque:  # the walk takes from it: a copy of its own
+            queue = self.by_allocation[allocation][user] = deque(queue)
+            current = (allocation, user, queue)
+        self.current = current
         return current
 
     def consumed(self, count: int) -> None:
@@ -173,6 +182,59 @@ class FairShareQueue:
         if not queue:
             del self.by_allocation[allocation][user]
             self.current = None
+
+    def skip(self, passed_over: Callable[[Sequence[PendingWorkload]], bool], enough: float) -> int:
+        """Take whole user queues, in serving order, while ``passed_over`` says the walk would take
+        every workload in the next one and change nothing (so standing, and thus the order, holds);
+        stop before the first it would not (then the head) or once ``enough`` were taken. Returns
+        how many were taken: what ``head`` and ``consumed`` would have handed out and counted, one
+        user queue at a time, without copying the queues nobody takes from one by one.
+
+        Once the last descent's allocation is chosen, its next user is its least used one while
+        no usage changed and nothing was requeued (``_select`` would resume right there), so the
+        allocation's users are taken one after another, and the counts only ``_select`` reads are
+        brought down once for all of them."""
+        taken = 0
+        counts, ancestors, tree, path = self.counts, self.tree.ancestors, self.tree, self.path
+        while True:
+            current = self.current
+            if current is None:
+                current = self.current = self._select()
+                if current is None:
+                    return taken
+            allocation, user, queue = current
+            if not passed_over(queue):
+                return taken
+            users = self.by_allocation[allocation]
+            resumes = self.seen == tree.version and path and path[-1] == allocation
+            count, heap = 0, None
+            while True:
+                count += len(queue)
+                del users[user]
+                if not (users and resumes) or taken + count >= enough:
+                    self.current = None
+                    break
+                if heap is None:
+                    made = len(users) > 1  # else no heap is made (nor brought up to date)
+                    user = self._least_used(allocation, users)
+                    if made:
+                        heap, usage = self.user_heaps[allocation][0], tree.user_usage
+                else:  # _least_used, its heap up to date: nothing was charged since
+                    while True:
+                        used, user = heap[0]
+                        if user in users and usage.get((allocation, user), 0.0) == used:
+                            break
+                        heappop(heap)
+                queue = users[user]
+                if not passed_over(queue):
+                    self.current = (allocation, user, queue)
+                    break
+            for node in ancestors[allocation]:
+                counts[node] -= count
+            counts[ROOT] -= count
+            taken += count
+            if self.current is not None or taken >= enough:
+                return taken
 
     def charged(self) -> None:
         """Standing changed (an admission or a preemption): choose afresh at the next pop."""
@@ -196,8 +258,9 @@ class FairShareQueue:
         if state is not None:
             heappush(state[0], (self.tree.user_key(workload.allocation, workload.user), workload.user))
 
-    def _select(self) -> tuple[AllocationPath, str, deque[PendingWorkload]] | None:
-        """Descend from the root to the best allocation with queued work.
+    def _select(self) -> tuple[AllocationPath, str, deque[PendingWorkload] | list[PendingWorkload]] | None:
+        """Descend from the root to the best allocation with queued work (its user's queue may
+        still be the caller's list: ``head`` copies it).
 
         While no usage changed since the last descent and nothing was requeued, only counts fell:
         every child the last descent chose is still the best of its (fewer) eligible siblings,
@@ -218,10 +281,7 @@ class FairShareQueue:
             users = self.by_allocation.get(node)
             if users:
                 user = self._least_used(node, users)
-                queue = users[user]
-                if type(queue) is not deque:  # the walk takes from it: a copy of its own
-                    queue = users[user] = deque(queue)
-                return node, user, queue
+                return node, user, users[user]
             child = tree.best_child(node, counts)
             if child is None:
                 path.clear()
@@ -262,6 +322,12 @@ class FairShareQueue:
     def allocations(self) -> list[AllocationPath]:
         return [allocation for allocation, users in self.by_allocation.items() if users]
 
+    def funded_allocations(self) -> list[AllocationPath]:
+        """Those of ``allocations`` that are funded (none or all of them, for a side of a pair)."""
+        if self.funded is None:
+            return list(filter(self.tree.funded.__contains__, self.allocations()))
+        return self.allocations() if self.funded else []
+
     def queued(self) -> Iterator[PendingWorkload]:
         """What is still queued, in no particular order (cheaper than ``remaining``)."""
         # (chained in C: most allocations queue many users' work, one or two workloads each)
@@ -294,6 +360,9 @@ class StaticQueue:
 
     def consumed(self, count: int) -> None:
         return None
+
+    def skip(self, passed_over: Callable[[Sequence[PendingWorkload]], bool], enough: float) -> int:
+        return 0  # one queue of everything: the walk reads it workload by workload
 
     def charged(self) -> None:
         return None
