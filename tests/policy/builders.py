@@ -19,6 +19,17 @@ def tree(*specs: tuple) -> tuple[BudgetNodeSpec, ...]:
     return tuple(BudgetNodeSpec(path, parent, float(budget), *rest) for path, parent, budget, *rest in specs)
 
 
+# Two levels under the root, an unbudgeted leaf ("org/a/y") among them: the shortcut tests' tree.
+SMALL_TREE = tree(
+    ("org", None, 100),
+    ("org/a", "org", 60),
+    ("org/b", "org", 40),
+    ("org/a/x", "org/a", 30),
+    ("org/a/y", "org/a", 0),
+    ("org/b/z", "org/b", 40),
+)
+
+
 def nodes(count: int, gpus: int = 8, gpu_type: str = "H100", domain: str = "d0", prefix: str = "n"):
     return tuple(ClusterNodeSpec(f"{prefix}{i}", gpus, gpu_type, domain) for i in range(count))
 

@@ -14,16 +14,8 @@ import pytest
 
 from scheduling.policy.queues import FairShareQueue
 from scheduling.policy.ranking import FairTree
-from tests.policy.builders import tree
+from tests.policy.builders import SMALL_TREE
 
-BUDGET_TREE = tree(
-    ("org", None, 100),
-    ("org/a", "org", 60),
-    ("org/b", "org", 40),
-    ("org/a/x", "org/a", 30),
-    ("org/a/y", "org/a", 0),
-    ("org/b/z", "org/b", 40),
-)
 PATHS = ["org", "org/a", "org/b", "org/a/x", "org/a/y", "org/b/z", "elsewhere"]
 USERS = ["alice", "bob", "charlie", "dave", "erin"]
 
@@ -58,7 +50,7 @@ def test_skipping_serves_what_handing_out_each_user_queue_serves(seed):
         for user in USERS
         for _ in range(rng.randrange(0, 4))
     }
-    trees = [FairTree(BUDGET_TREE, usage, user_usage, PATHS) for _ in range(2)]
+    trees = [FairTree(SMALL_TREE, usage, user_usage, PATHS) for _ in range(2)]
     skipping, plain = (FairShareQueue(fair_tree, groups) for fair_tree in trees)
     original = {key: list(queue) for key, queue in groups.items()}
 
@@ -86,7 +78,7 @@ def test_skipping_serves_what_handing_out_each_user_queue_serves(seed):
 
 
 def test_after_usage_changed_under_a_half_taken_user_the_next_one_is_chosen_afresh():
-    fair_tree = FairTree(BUDGET_TREE, {"org/b/z": 100.0}, {}, PATHS)
+    fair_tree = FairTree(SMALL_TREE, {"org/b/z": 100.0}, {}, PATHS)
     groups = {("org/a/x", "alice"): [4, 1], ("org/a/x", "bob"): [1], ("org/b/z", "carol"): [4]}
     queue = FairShareQueue(fair_tree, groups)
     assert queue.head()[:2] == ("org/a/x", "alice")
@@ -104,7 +96,7 @@ def test_after_usage_changed_under_a_half_taken_user_the_next_one_is_chosen_afre
 def test_a_user_charged_since_the_allocations_users_were_ordered_takes_its_new_place():
     user_usage = {("org/a/x", "alice"): 0.0, ("org/a/x", "bob"): 5.0, ("org/a/x", "carol"): 9.0}
     user_usage[("org/a/x", "dave")] = 12.0
-    fair_tree = FairTree(BUDGET_TREE, {}, user_usage, PATHS)
+    fair_tree = FairTree(SMALL_TREE, {}, user_usage, PATHS)
     groups = {("org/a/x", user): [1] for user in ("alice", "bob", "carol")}
     groups[("org/a/x", "dave")] = [4]
     queue = FairShareQueue(fair_tree, groups)
@@ -122,7 +114,7 @@ def test_a_user_charged_since_the_allocations_users_were_ordered_takes_its_new_p
 @pytest.mark.parametrize("seed", range(10))
 def test_each_side_of_a_pair_names_its_funded_allocations_as_a_filter_would(seed):
     rng = random.Random(seed)
-    fair_tree = FairTree(BUDGET_TREE, {}, {}, PATHS)
+    fair_tree = FairTree(SMALL_TREE, {}, {}, PATHS)
     groups = {(rng.choice(PATHS), user): [1] for user in USERS for _ in range(rng.randrange(0, 4))}
     for queue in [*FairShareQueue.funded_and_unfunded(fair_tree, groups), FairShareQueue(fair_tree, groups)]:
         expected = [allocation for allocation in queue.allocations() if allocation in fair_tree.funded]

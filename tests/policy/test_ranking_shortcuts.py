@@ -18,17 +18,9 @@ from benchmarks.policy_pass import build_snapshot
 from scheduling.policy import PolicyConfig, plan, ranking
 from scheduling.policy.queues import FairShareQueue
 from scheduling.policy.ranking import FairTree
-from tests.policy.builders import HOUR, NOW, running, tree
+from tests.policy.builders import HOUR, NOW, SMALL_TREE, running
 
 CHARGE_S = HOUR
-BUDGET_TREE = tree(
-    ("org", None, 100),
-    ("org/a", "org", 60),
-    ("org/b", "org", 40),
-    ("org/a/x", "org/a", 30),
-    ("org/a/y", "org/a", 0),
-    ("org/b/z", "org/b", 40),
-)
 PATHS = [
     "org",
     "org/a",
@@ -65,7 +57,7 @@ def random_standing(rng: random.Random) -> tuple[dict, dict]:
 
 def charged_one_by_one(usage: dict, user_usage: dict, work: list) -> FairTree:
     """The plain way: read the usage at once, then ``charge`` every workload what it owes, in order."""
-    fair_tree = FairTree(BUDGET_TREE, usage, user_usage, PATHS)
+    fair_tree = FairTree(SMALL_TREE, usage, user_usage, PATHS)
     _ = fair_tree.subtree_usage
     charge_one_by_one(fair_tree, work, NOW)
     return fair_tree
@@ -95,7 +87,7 @@ def test_running_work_is_charged_as_one_charge_per_workload_in_order(seed, in_st
     work = random_running(rng, rng.randrange(0, 40))
     if in_start_order:
         work.sort(key=lambda workload: workload.started_at)
-    fair_tree = FairTree(BUDGET_TREE, usage, user_usage, PATHS)
+    fair_tree = FairTree(SMALL_TREE, usage, user_usage, PATHS)
     fair_tree.charge_running(tuple(work), NOW, CHARGE_S)
     assert standing(fair_tree) == standing(charged_one_by_one(usage, user_usage, work))
 
@@ -112,9 +104,9 @@ def test_running_work_is_charged_as_one_charge_per_workload_in_order(seed, in_st
 )
 def test_start_times_that_do_not_sort_plainly_are_charged_one_by_one(starts):
     work = [running(i, "org/a/x", {"n0": 8}, started_at=started) for i, started in enumerate(starts)]
-    fair_tree = FairTree(BUDGET_TREE, {"org/a/x": 5.0}, {})
+    fair_tree = FairTree(SMALL_TREE, {"org/a/x": 5.0}, {})
     fair_tree.charge_running(tuple(work), NOW, CHARGE_S)
-    plain = FairTree(BUDGET_TREE, {"org/a/x": 5.0}, {})
+    plain = FairTree(SMALL_TREE, {"org/a/x": 5.0}, {})
     for workload in work:
         left = CHARGE_S - (NOW - workload.started_at)
         if left > 0.0:
@@ -127,9 +119,9 @@ def test_usage_made_on_first_read_is_the_usage_charged_at_once(seed):
     rng = random.Random(seed)
     usage, user_usage = random_standing(rng)
     work = sorted(random_running(rng, 30), key=lambda workload: workload.started_at)
-    at_once = FairTree(BUDGET_TREE, usage, user_usage, PATHS)
+    at_once = FairTree(SMALL_TREE, usage, user_usage, PATHS)
     _ = at_once.user_log  # any usage attribute makes them all
-    deferred = FairTree(BUDGET_TREE, usage, user_usage, PATHS)
+    deferred = FairTree(SMALL_TREE, usage, user_usage, PATHS)
     for fair_tree in (at_once, deferred):
         fair_tree.charge_running(tuple(work), NOW, CHARGE_S)
         fair_tree.charge_running(tuple(work[-5:]), NOW + 60.0, CHARGE_S)  # charged after the first call
@@ -143,7 +135,7 @@ def test_usage_made_on_first_read_is_the_usage_charged_at_once(seed):
 
 def test_running_work_is_charged_as_it_was_when_charge_running_was_called():
     work = [running(1, "org/a/x", {"n0": 8}, started_at=NOW - 60.0)]
-    fair_tree = FairTree(BUDGET_TREE, {}, {})
+    fair_tree = FairTree(SMALL_TREE, {}, {})
     fair_tree.charge_running(work, NOW, CHARGE_S)
     work.append(running(2, "org/b/z", {"n0": 8}, started_at=NOW - 60.0))  # the caller's list changes later
     assert fair_tree.subtree_usage["org/b/z"] == 0.0
@@ -154,8 +146,8 @@ def test_running_work_is_charged_as_it_was_when_charge_running_was_called():
 def test_base_ratio_is_the_standing_before_any_charge_whenever_it_is_read(seed):
     rng = random.Random(seed)
     usage, user_usage = random_standing(rng)
-    before = FairTree(BUDGET_TREE, usage, user_usage, PATHS).fair_share_ratios()
-    fair_tree = FairTree(BUDGET_TREE, usage, user_usage, PATHS)
+    before = FairTree(SMALL_TREE, usage, user_usage, PATHS).fair_share_ratios()
+    fair_tree = FairTree(SMALL_TREE, usage, user_usage, PATHS)
     fair_tree.charge_running(tuple(random_running(rng, 20)), NOW, CHARGE_S)
     fair_tree.charge("org/a/x", "bob", 1e6)
     assert dict(fair_tree.base_ratio) == before
@@ -167,7 +159,7 @@ def test_base_ratio_is_the_standing_before_any_charge_whenever_it_is_read(seed):
 @pytest.mark.parametrize("seed", range(10))
 def test_funded_and_unfunded_queues_are_the_queues_built_apart(seed):
     rng = random.Random(seed)
-    fair_tree = FairTree(BUDGET_TREE, {}, {}, PATHS)
+    fair_tree = FairTree(SMALL_TREE, {}, {}, PATHS)
     groups = {
         (rng.choice(PATHS), rng.choice(["alice", "bob", "charlie", "dave"])): [object()] * rng.randrange(1, 4)
         for _ in range(rng.randrange(0, 20))
