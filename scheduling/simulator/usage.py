@@ -120,8 +120,7 @@ class WindowedTable:
     ``_banded`` (the window starts in a closed hour: what ``values`` reads from the hour's marks,
     which stay put until the hour or the rate changes) or ``_other`` (recomputed by ``values``).
     The fast loops make the same operations, in the same order, as ``values``. A rate change
-    (``set_rate``) or a new hour makes a key stale: it is classified again at the next read, which
-    works out a fixed key's value itself (as ``values`` does) rather than through ``values``.
+    (``set_rate``) or a new hour makes a key stale: it is classified again at the next read.
     """
 
     def __init__(self, usage: WindowedUsage) -> None:
@@ -164,7 +163,7 @@ class WindowedTable:
             self._hour, stale = hour, read
             self._linear, self._banded, self._other = {}, {}, {}
         if stale:
-            self._classify(stale, now, low, hour)
+            self._classify(usage.values(stale, now), low, hour)
             self._stale = {}
         result = read.copy()
         if hour < 0:
@@ -180,50 +179,40 @@ class WindowedTable:
             result.update(usage.values(self._other, now))
         return result
 
-    def _classify(self, keys: Iterable[Hashable], now: float, low: float, hour: int) -> None:
-        """File each key as fixed (with its value at ``now``, worked out as ``values`` does) or
-        moving."""
-        usage = self._usage
-        found, read = usage._keys.get, self._read
+    def _classify(self, values: dict[Hashable, float], low: float, hour: int) -> None:
+        """File each key of ``values`` (worked out at ``low + window``) as fixed or moving."""
+        found, read = self._usage._keys.get, self._read
         linear, banded, other = self._linear, self._banded, self._other
-        if hour >= 0:  # as values() works it out for a window that starts after 0
-            start = hour * usage.bucket_s
-            end = start + usage.bucket_s
-            offset = low - start
-            whole = offset / (end - start) if end > start else 0.0
-            after = hour + 1
-        for key in keys:
+        for key, value in values.items():
             linear.pop(key, None)  # _forget, inlined
             banded.pop(key, None)
             other.pop(key, None)
             state = found(key)
             if state is None:
-                read[key] = 0.0
+                read[key] = value
                 continue
             rate, last_t, total, marks = state
             if hour < 0:
                 if rate:
                     linear[key] = (rate, last_t, total)
                 else:
-                    read[key] = total + rate * (now - last_t)
+                    read[key] = value
             elif low >= last_t:
                 if rate:
                     other[key] = None
                 else:
-                    read[key] = total + rate * (now - last_t) - (total + rate * (low - last_t))
-            elif after < len(marks):
+                    read[key] = value
+            elif hour + 1 < len(marks):
                 mark = marks[hour]
-                step = marks[after] - mark
+                step = marks[hour + 1] - mark
                 if rate or step:
                     banded[key] = (rate, last_t, total, mark, step)
                 else:
-                    read[key] = total + rate * (now - last_t) - (mark + step * whole)
+                    read[key] = value
             elif rate or total != marks[hour]:
                 other[key] = None
             else:
-                mark = marks[hour]
-                fraction = offset / (last_t - start) if last_t > start else 0.0
-                read[key] = total + rate * (now - last_t) - (mark + (total - mark) * fraction)
+                read[key] = value
 
 
 class DecayedUsage:
