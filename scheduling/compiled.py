@@ -108,12 +108,16 @@ class _CompiledFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(fullname, str(binary), loader=loader)
 
 
+def pure_python_requested() -> bool:
+    return os.environ.get(PURE_PYTHON_ENV, "").strip() not in ("", "0")
+
+
 def install(directory: Path = DEFAULT_DIRECTORY) -> dict[str, Path]:
     """Put the usable compiled modules ahead of their source files (once); returns them."""
     for finder in sys.meta_path:
         if isinstance(finder, _CompiledFinder):
             return finder.modules
-    if os.environ.get(PURE_PYTHON_ENV, "").strip() not in ("", "0"):
+    if pure_python_requested():
         return {}
     modules = usable_modules(directory)
     if modules:

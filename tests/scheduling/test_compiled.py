@@ -8,8 +8,10 @@ import json
 import os
 import subprocess
 import sys
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 
 from scheduling import compiled
 from scheduling.compiled import DIRECTIVES, MANIFEST, MODULES, interpreter_tag, usable_modules
@@ -39,6 +41,8 @@ def _simulate(*, pure: bool) -> dict:
 @pytest.fixture
 def built() -> dict:
     """The compiled modules of this checkout; in CI (where a skip fails) they must be there."""
+    if compiled.pure_python_requested():
+        pytest.skip(f"{compiled.PURE_PYTHON_ENV} is set: this run is plain Python")
     usable = usable_modules(compiled.DEFAULT_DIRECTORY)
     if len(usable) < len(MODULES):
         pytest.skip(
@@ -64,6 +68,16 @@ def test_compiled_and_plain_python_simulations_give_byte_identical_results(built
     assert compiled_run["runs"] == python_run["runs"]
     fairshare = compiled_run["runs"][0]
     assert fairshare["preemptions"] > 0 and fairshare["jobs"] > 500  # the run exercises the hard parts
+
+
+def test_the_simulate_command_says_the_pass_ran_compiled(built):
+    out = StringIO()
+    call_command(
+        "simulate", "--scenario", "ai2", "--days", "0.1", "--nodes", "4", "--teams", "2",
+        "--researchers", "4", "--warmup-days", "0", "--no-progress", stdout=out,
+    )  # fmt: skip
+
+    assert f"ran compiled: {len(MODULES)} of {len(MODULES)} modules" in out.getvalue()
 
 
 @pytest.fixture
