@@ -21,7 +21,8 @@ Exactly what filing afresh gives, not an approximation:
   non-negative GPU counts (else not carried) that is ``max(0, size - GPUs placed)``.
 - Candidates: resumable work loses 0.0, so it comes first, in id order (kept sorted as it
   changes); the rest loses ``gpus * (now - started_at) > 0`` (gpus > 0, else not carried), which
-  moves with ``now``, so it is sorted again each pass, from start order as afresh (a stable sort).
+  moves with ``now``, so it is handed out in start order and the pass sorts it (as afresh, a
+  stable sort) only if it reads the order: most passes preempt nothing (``Filed``'s last field).
 - Work started at or after ``now`` is no candidate yet; when one becomes one, ``now`` goes back or
   the budget tree's shape changes, the carry is filed anew from its members (a new nodes tuple
   only files the free GPUs anew).
@@ -42,8 +43,17 @@ from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
 
 Occupants = dict[str, list[RunningWorkload]]
 Candidates = dict[tuple[str, bool], list[RunningWorkload]]
+# (occupants, candidates, used, index, start index, release keys, kept node needs, whether the
+# candidates are in preemption order: False when the work that is not resumable is in start order)
 Filed = tuple[
-    Occupants, Candidates, dict[str, int], FreeIndex, FreeIndex, "ReleaseKeys | None", "KeptNeeds | None"
+    Occupants,
+    Candidates,
+    dict[str, int],
+    FreeIndex,
+    FreeIndex,
+    "ReleaseKeys | None",
+    "KeptNeeds | None",
+    bool,
 ]
 
 _BY_ID = attrgetter("id")
@@ -62,7 +72,7 @@ def carried(
     limit: dict[str, int],
     now: float,
 ) -> Filed | None:
-    """(occupants, candidates, used, index, start index, release keys, kept node needs) for
+    """(occupants, candidates, used, index, start index, release keys, kept node needs, False) for
     ``running`` on ``nodes`` (whose healthy nodes and their sizes are given), as filing afresh
     gives them: copies the pass may change, but for each node's occupant list (replaced, never
     changed in place), the release keys and the kept node needs (shared, see reservation.py and
@@ -243,7 +253,7 @@ class _Carry:
         if base.nodes is not nodes:
             base.refile(nodes, healthy, capacity)
         self.running, self.base = running, base
-        return base.hand_out(now)
+        return base.hand_out()
 
     def _still_in_order(self, running: tuple, added: tuple) -> bool | None:
         """Whether ``running`` (the last tuple less what is gone, then ``added``) is in start order
@@ -420,29 +430,22 @@ class _Base:
         self.nodes = nodes
         self.release_keys.clear()
 
-    def hand_out(self, now: float) -> Filed:
-        """Copies for a pass at ``now`` (the pass changes them; this base stays as it is)."""
+    def hand_out(self) -> Filed:
+        """Copies for a pass (the pass changes them; this base stays as it is). The candidates that
+        are not resumable are in start order: the pass sorts them by work lost at its ``now`` if
+        it reads their order (``Filed``)."""
         occupants = self.occupants
         if len(self.release_keys.dropped) > _DROPPED_KEPT:
             self.release_keys.restart()
-
-        def work_lost(workload: RunningWorkload) -> tuple[float, int]:  # planner's, for work not resumable
-            return (workload.gpus * (now - workload.started_at), workload.id)
-
-        candidates: Candidates = {}
-        for key, (resumable, others) in self.groups.items():
-            if others:
-                candidates[key] = resumable + sorted(others, key=work_lost)
-            else:
-                candidates[key] = resumable[:]
         return (
             dict(occupants),  # the lists themselves: a pass changes a node's list only in a copy
-            candidates,
+            {key: resumable + others for key, (resumable, others) in self.groups.items()},
             dict(self.used),
             self.index.copy(),
             self.index.copy(),
             self.release_keys,  # shared: a pass adds only what holds for this base
             self.kept_needs,  # likewise
+            False,
         )
 
 

@@ -228,11 +228,12 @@ class _Pass(Preempting, Explaining):
             self.start_index,
             self.release_keys,
             self.kept_needs,
+            self.candidates_ordered,  # see Preempting._order_candidates
         ) = filed
 
     def _file(self, healthy: list, capacity: dict[str, int]) -> Filed:
         """File the running work afresh: (occupants, candidates, used, index, start index, no
-        release keys, no kept node needs)."""
+        release keys, no kept node needs, candidates in preemption order)."""
         free = dict(capacity)
         occupants: dict[str, list[RunningWorkload]] = {}
         # (allocation, funded) -> running work that may become a victim, least work lost first
@@ -268,7 +269,16 @@ class _Pass(Preempting, Explaining):
 
         for running in candidates.values():
             running.sort(key=work_lost)
-        return occupants, candidates, used, index, index.copy(), None, None  # the copy: free before this pass
+        return (
+            occupants,
+            candidates,
+            used,
+            index,
+            index.copy(),
+            None,
+            None,
+            True,
+        )  # the copy: free before this pass
 
     def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:
         """GPU-seconds a preemption throws away (0 for resumable work: it resumes), then id."""

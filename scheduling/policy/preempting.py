@@ -370,6 +370,8 @@ class Preempting:
         if tiers is None or tiers[0] != self.generation:
             tiers = self.pools[_TIERS] = (self.generation, ({}, {}))
         groups, (ratios, sums) = [], tiers[1]
+        if not self.candidates_ordered:
+            self._order_candidates()
         for (allocation, funded), running in self.candidates.items():
             verdict = allowed.get(allocation) if funded or not self.fairshare else True
             if running and verdict is not None:
@@ -392,6 +394,16 @@ class Preempting:
         if not self.fairshare:
             ordered.sort(key=lambda victim: (victim.priority, *self._work_lost(victim)))
         return ordered
+
+    def _order_candidates(self) -> None:
+        """Sort each candidate list's work that is not resumable (it follows the resumable work) by
+        work lost at ``now``: the carried filing hands it out in start order, since only a pass
+        that reads the order of its victims needs it (filing.py). The same stable sort as afresh."""
+        for running in self.candidates.values():
+            split = next((at for at, victim in enumerate(running) if not victim.resumable), len(running))
+            if len(running) - split > 1:
+                running[split:] = sorted(running[split:], key=self._work_lost)
+        self.candidates_ordered = True
 
     def _unshielded(self, allocation: str, running: list[RunningWorkload]) -> list[RunningWorkload]:
         """The funded ``running`` of ``allocation`` past their protection, in order; kept until one
