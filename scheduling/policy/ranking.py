@@ -224,18 +224,19 @@ class FairTree:
     ) -> AllocationPath | None:
         """The child of ``node`` with the largest key among those with ``eligible[child] > 0``."""
         best = None
-        best_key: tuple[float, float] = (-1.0, -1.0)
+        best_ratio = best_budget = -1.0
         budgets, usage = self.budget, self.subtree_usage
         for child in self.children.get(node, ()):
-            if eligible.get(child, 0) > 0:
+            if child in eligible and eligible[child] > 0:  # (a test and a read, not a method call)
                 budget = budgets[child]  # key(child), inlined (a descent compares every sibling)
                 if budget <= 0:
-                    child_key = (0.0, 0.0)
+                    ratio = budget = 0.0
                 else:
                     used = usage[child]
-                    child_key = (budget / used if used > 0 else INFINITE, budget)
-                if child_key > best_key:  # children are name-sorted: the first of equals wins
-                    best, best_key = child, child_key
+                    ratio = budget / used if used > 0 else INFINITE
+                # key > the best key, as the tuples compare (a NaN too: never equal), without them
+                if ratio > best_ratio if ratio != best_ratio else budget > best_budget:
+                    best, best_ratio, best_budget = child, ratio, budget  # the first of equals wins
         return best
 
     def ordered(self, paths: Iterable[AllocationPath]) -> list[AllocationPath]:
