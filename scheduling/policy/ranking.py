@@ -35,6 +35,7 @@ from scheduling.policy.types import AllocationPath, BudgetNodeSpec, RunningWorkl
 
 ROOT = ""
 INFINITE = math.inf
+_ROOT_SLOTS = (0,)  # the slots of a path a tree lacks: the root's, the first of every tree's nodes
 
 
 class _MadeOnFirstRead:
@@ -100,15 +101,13 @@ class FairTree:
         self, subtree: dict[AllocationPath, float], usage: Mapping[AllocationPath, float]
     ) -> None:
         """``charge(path, None, amount)`` for each entry, in order (inlined: a pass charges every
-        allocation's usage). A path the tree lacks is charged to the root only. (The root's sum is
-        kept in a local meanwhile: no ancestor chain holds the root.)"""
-        chain_of = self.ancestors.get
-        root = subtree[ROOT]
+        allocation's usage), summed by slot as ``_charge_running`` sums. A path the tree lacks is
+        charged to the root only."""
+        totals, slots_of = list(subtree.values()), self._shape.slots.get
         for path, amount in usage.items():
-            for node in chain_of(path, ()):
-                subtree[node] += amount
-            root += amount
-        subtree[ROOT] = root
+            for slot in slots_of(path, _ROOT_SLOTS):
+                totals[slot] += amount
+        subtree.update(zip(self._shape.budget, totals, strict=True))
 
     def _settle(self) -> None:
         """Make the usage attributes: the usage given, then the running work charged in the order
@@ -166,12 +165,13 @@ class FairTree:
         self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
     ) -> None:
         # ``charge`` inlined (a pass charges every running workload): the same additions, in order,
-        # along each path's ancestors (every one of them a key of ``subtree``), then the root (kept
-        # in a local meanwhile: no ancestor chain holds the root, so its additions keep their order)
-        subtree, chains = self.subtree_usage, self.ancestors
+        # to each node along each path's ancestors, then the root. Each node's sum is kept in a list
+        # at the node's slot meanwhile (the shape's order of the nodes, that of ``subtree``, the
+        # root first) and written back at the end: a list item is cheaper to add to than a dict's.
+        subtree, shape = self.subtree_usage, self._shape
+        totals, slots_of = list(subtree.values()), shape.slots.get
         user_usage, user_log = self.user_usage, self.user_log
-        chain_of, usage_of, log_of = chains.get, user_usage.get, user_log.get
-        root = subtree[ROOT]
+        usage_of, log_of = user_usage.get, user_log.get
         for workload in _still_owing(running, now, projected_charge_s):
             left = projected_charge_s - (now - workload.started_at)
             if not left > 0.0:  # max(0.0, left) == 0.0: owes nothing
@@ -180,9 +180,8 @@ class FairTree:
             if not owed:
                 continue
             path = workload.allocation
-            for node in chain_of(path, ()):  # a path the tree lacks is charged to the root only
-                subtree[node] += owed
-            root += owed
+            for slot in slots_of(path, _ROOT_SLOTS):  # a path the tree lacks: the root only
+                totals[slot] += owed
             user = workload.user
             if user is None:
                 continue
@@ -193,7 +192,7 @@ class FairTree:
                 user_log[path] = [user]
             else:
                 log.append(user)
-        subtree[ROOT] = root
+        subtree.update(zip(shape.budget, totals, strict=True))
 
     # -- ranking -------------------------------------------------------------------------------
     def key(self, path: AllocationPath) -> tuple[float, float]:
@@ -377,6 +376,12 @@ class _TreeShape:
         self.funded = self._funded_paths()
         self.funded_sorted = sorted(self.funded)
         self.ancestors = {path: self._ancestors(path) for path in self.budget}
+        # path -> the slots (places in ``budget``'s order) of its ancestors, then of the root
+        slot_of = {path: slot for slot, path in enumerate(self.budget)}
+        self.slots = {
+            path: (*(slot_of[node] for node in chain), slot_of[ROOT])
+            for path, chain in self.ancestors.items()
+        }
         self.parting: dict[tuple[AllocationPath, AllocationPath], tuple] = {}
 
     def level_ratio(
