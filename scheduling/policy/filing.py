@@ -35,8 +35,8 @@ import threading
 from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Iterable
-from itertools import compress, count, repeat
-from operator import attrgetter, is_, is_not
+from itertools import repeat
+from operator import attrgetter, is_, is_not, length_hint
 
 from scheduling.policy.placement import FreeIndex
 from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
@@ -284,7 +284,7 @@ class _Carry:
         gone: list[RunningWorkload] = []
         at = done = 0  # running[:at] is last[:done] less ``gone``
         while done < len(last):
-            mismatch = next(compress(count(), map(is_not, running[at:], last[done:])), None)
+            mismatch = _first_mismatch(running[at:], last[done:])
             if mismatch is None:  # one of them ran out
                 matched = min(len(running) - at, len(last) - done)
                 at, done = at + matched, done + matched
@@ -447,6 +447,16 @@ class _Base:
             self.kept_needs,  # likewise
             False,
         )
+
+
+def _first_mismatch(ours: tuple, theirs: tuple) -> int | None:
+    """Where ``ours`` first holds another object than ``theirs`` does (None: nowhere before the
+    shorter one ends). A pass matches every running workload this way: no index is counted, the
+    iterator that stopped just past the mismatch tells where it is."""
+    rest = iter(ours)
+    if not any(map(is_not, rest, theirs)):
+        return None
+    return len(ours) - length_hint(rest) - 1
 
 
 def drop_identical(items: list, item: object) -> None:
