@@ -438,7 +438,9 @@ class _Base:
         if len(self.release_keys.dropped) > _DROPPED_KEPT:
             self.release_keys.restart()
         return (
-            dict(occupants),  # the lists themselves: a pass changes a node's list only in a copy
+            # the lists themselves: a pass changes a node's list only in a copy. (``copy``, not
+            # ``dict``: nodes that emptied leave holes, which ``dict`` copies entry by entry.)
+            occupants.copy(),
             {key: resumable + others for key, (resumable, others) in self.groups.items()},
             dict(self.used),
             self.index.copy(),
