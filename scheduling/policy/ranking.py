@@ -114,7 +114,9 @@ class FairTree:
         ``charge_running`` was called. Only the first read of one of them calls this."""
         subtree, user_usage, running_charges = self._unsettled
         self._unsettled = None
-        self.subtree_usage, self.user_usage, self.user_log = subtree, dict(user_usage), {}
+        # (a dict's own copy clones its table, holes and all: dict() would insert entry by entry)
+        users = user_usage.copy() if type(user_usage) is dict else dict(user_usage)
+        self.subtree_usage, self.user_usage, self.user_log = subtree, users, {}
         for running, now, projected_charge_s in running_charges:
             self._charge_running(running, now, projected_charge_s)
 
