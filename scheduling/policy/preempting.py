@@ -300,7 +300,8 @@ class Preempting:
         for start in self.starts:
             changed.update(name for name, _ in start.placement)
         settled, blocked = kept.settled, kept.blocked
-        needs = self.node_needs = dict(settled)
+        # (``copy`` clones the table, holes of forgotten nodes and all; ``dict`` inserts one by one)
+        needs = self.node_needs = settled.copy()
         if blocked and now < min(blocked.values()):  # (an until is never NaN: it was > a now)
             needs.update(dict.fromkeys(blocked))  # every one still blocked (most passes)
         else:
@@ -602,7 +603,7 @@ class _Counted:
             key: [whole, {need: count for need, count in counted.items() if count}]
             for key, (whole, counted) in found.items()
         }
-        self.contributions = dict(contributions)
+        self.contributions = contributions.copy()  # (a clone: see _kept_node_needs)
 
 
 _LOCAL = threading.local()  # the last count (one per thread: a pass changes nothing another reads)
