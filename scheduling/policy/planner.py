@@ -228,8 +228,9 @@ class _Pass(Preempting, Explaining):
             self.start_index,
             self.release_keys,
             self.kept_needs,
-            self.candidates_ordered,  # see Preempting._order_candidates
+            self.candidates_ordered,  # see Preempting._in_order
         ) = filed
+        self.ordered_keys: set[tuple[str, bool]] = set()  # candidates put in order (_in_order)
 
     def _file(self, healthy: list, capacity: dict[str, int]) -> Filed:
         """File the running work afresh: (occupants, candidates, used, index, start index, no

@@ -371,9 +371,8 @@ class Preempting:
         if tiers is None or tiers[0] != self.generation:
             tiers = self.pools[_TIERS] = (self.generation, ({}, {}))
         groups, (ratios, sums) = [], tiers[1]
-        if not self.candidates_ordered:
-            self._order_candidates()
-        for (allocation, funded), running in self.candidates.items():
+        for key, running in self.candidates.items():
+            allocation, funded = key
             verdict = allowed.get(allocation) if funded or not self.fairshare else True
             if running and verdict is not None:
                 groups.append(
@@ -382,7 +381,7 @@ class Preempting:
                         allocation,
                         funded,
                         verdict,
-                        running,
+                        self._in_order(key, running),
                     )
                 )
         groups.sort(key=lambda group: group[:3])
@@ -396,15 +395,17 @@ class Preempting:
             ordered.sort(key=lambda victim: (victim.priority, *self._work_lost(victim)))
         return ordered
 
-    def _order_candidates(self) -> None:
-        """Sort each candidate list's work that is not resumable (it follows the resumable work) by
-        work lost at ``now``: the carried filing hands it out in start order, since only a pass
-        that reads the order of its victims needs it (filing.py). The same stable sort as afresh."""
-        for running in self.candidates.values():
+    def _in_order(self, key: tuple[str, bool], running: list[RunningWorkload]) -> list[RunningWorkload]:
+        """``running``, the candidates of ``key``, in preemption order: the carried filing hands
+        the work that is not resumable (it follows the resumable work) out in start order, and it
+        is sorted by work lost at ``now`` the first time its order is read (filing.py): few passes
+        read the order of any victims, and those read few keys'. The same stable sort as afresh."""
+        if not self.candidates_ordered and key not in self.ordered_keys:
+            self.ordered_keys.add(key)
             split = next((at for at, victim in enumerate(running) if not victim.resumable), len(running))
             if len(running) - split > 1:
                 running[split:] = sorted(running[split:], key=self._work_lost)
-        self.candidates_ordered = True
+        return running
 
     def _unshielded(self, allocation: str, running: list[RunningWorkload]) -> list[RunningWorkload]:
         """The funded ``running`` of ``allocation`` past their protection, in order; kept until one

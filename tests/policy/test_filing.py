@@ -79,8 +79,8 @@ def filed(state, now, config, carry: bool = True) -> tuple:
         one = _Pass(state, now, config, None, False)
         one._rank()
         one._index()
-        if not one.candidates_ordered:
-            one._order_candidates()
+        for key, running in one.candidates.items():
+            one._in_order(key, running)
     finally:
         planner.carried = original
     return (
