@@ -35,7 +35,6 @@ from scheduling.policy.types import AllocationPath, BudgetNodeSpec, RunningWorkl
 
 ROOT = ""
 INFINITE = math.inf
-_ROOT_SLOTS = (0,)  # the slots of a path a tree lacks: the root's, the first of every tree's nodes
 
 
 class _MadeOnFirstRead:
@@ -103,11 +102,14 @@ class FairTree:
         """``charge(path, None, amount)`` for each entry, in order (inlined: a pass charges every
         allocation's usage), summed by slot as ``_charge_running`` sums. A path the tree lacks is
         charged to the root only."""
-        totals, slots_of = list(subtree.values()), self._shape.slots.get
+        totals, slots = list(subtree.values()), self._shape.slots
+        root = subtree[ROOT]
         for path, amount in usage.items():
-            for slot in slots_of(path, _ROOT_SLOTS):
+            for slot in slots[path] if path in slots else ():  # noqa: SIM401 (see _charge_running)
                 totals[slot] += amount
+            root += amount
         subtree.update(zip(self._shape.budget, totals, strict=True))
+        subtree[ROOT] = root
 
     def _settle(self) -> None:
         """Make the usage attributes: the usage given, then the running work charged in the order
@@ -168,12 +170,14 @@ class FairTree:
     ) -> None:
         # ``charge`` inlined (a pass charges every running workload): the same additions, in order,
         # to each node along each path's ancestors, then the root. Each node's sum is kept in a list
-        # at the node's slot meanwhile (the shape's order of the nodes, that of ``subtree``, the
-        # root first) and written back at the end: a list item is cheaper to add to than a dict's.
+        # at the node's slot meanwhile (the shape's order of the nodes, that of ``subtree``), the
+        # root's in a local (no ancestor chain holds the root), and written back at the end: a
+        # list item is cheaper to add to than a dict's. (Dicts are tested and read here rather
+        # than asked with ``get``: a method call costs more, compiled.)
         subtree, shape = self.subtree_usage, self._shape
-        totals, slots_of = list(subtree.values()), shape.slots.get
+        totals, slots = list(subtree.values()), shape.slots
+        root = subtree[ROOT]
         user_usage, user_log = self.user_usage, self.user_log
-        usage_of, log_of = user_usage.get, user_log.get
         for workload in _still_owing(running, now, projected_charge_s):
             left = projected_charge_s - (now - workload.started_at)
             if not left > 0.0:  # max(0.0, left) == 0.0: owes nothing
@@ -182,19 +186,20 @@ class FairTree:
             if not owed:
                 continue
             path = workload.allocation
-            for slot in slots_of(path, _ROOT_SLOTS):  # a path the tree lacks: the root only
+            for slot in slots[path] if path in slots else ():  # noqa: SIM401 (not in the tree: root only)
                 totals[slot] += owed
+            root += owed
             user = workload.user
             if user is None:
                 continue
             key = (path, user)
-            user_usage[key] = usage_of(key, 0.0) + owed
-            log = log_of(path)
-            if log is None:
-                user_log[path] = [user]
+            user_usage[key] = (user_usage[key] if key in user_usage else 0.0) + owed  # noqa: SIM401
+            if path in user_log:
+                user_log[path].append(user)
             else:
-                log.append(user)
+                user_log[path] = [user]
         subtree.update(zip(shape.budget, totals, strict=True))
+        subtree[ROOT] = root
 
     # -- ranking -------------------------------------------------------------------------------
     def key(self, path: AllocationPath) -> tuple[float, float]:
@@ -378,12 +383,9 @@ class _TreeShape:
         self.funded = self._funded_paths()
         self.funded_sorted = sorted(self.funded)
         self.ancestors = {path: self._ancestors(path) for path in self.budget}
-        # path -> the slots (places in ``budget``'s order) of its ancestors, then of the root
+        # path -> the slots (places in ``budget``'s order) of its ancestors (the root is not one)
         slot_of = {path: slot for slot, path in enumerate(self.budget)}
-        self.slots = {
-            path: (*(slot_of[node] for node in chain), slot_of[ROOT])
-            for path, chain in self.ancestors.items()
-        }
+        self.slots = {path: tuple(map(slot_of.__getitem__, chain)) for path, chain in self.ancestors.items()}
         self.parting: dict[tuple[AllocationPath, AllocationPath], tuple] = {}
 
     def level_ratio(
