@@ -274,24 +274,30 @@ class FairTree:
         level where their paths part (the children of their closest common ancestor).
         ``charged``: usage that overrides the tree's for the preemptor's chain (``charged_usage``);
         the victim's side never lies on that chain, so only the preemptor's key reads it."""
-        parting = self.parting.get((victim, preemptor))
-        if parting is None:
-            parting = self.parting[(victim, preemptor)] = self._parting(victim, preemptor)
+        pair, partings = (victim, preemptor), self.parting
+        if pair in partings:  # (a test and a read, not a method call)
+            parting = partings[pair]
+        else:
+            parting = partings[pair] = self._parting(victim, preemptor)
         if not parting:
             return True  # one is the other's ancestor or the same: the user level decides
         victim_node, preemptor_node, budget, preemptor_budget = parting
         if budget <= 0:
-            victim_key = (0.0, 0.0)
+            ratio = budget = 0.0
         else:
             used = self.subtree_usage[victim_node]
-            victim_key = (budget / used if used > 0 else INFINITE, budget)
+            ratio = budget / used if used > 0 else INFINITE
         if preemptor_budget <= 0:
-            preemptor_key = (0.0, 0.0)
+            preemptor_ratio = preemptor_budget = 0.0
         else:
             used = self.subtree_usage[preemptor_node] if charged is None else charged[preemptor_node]
-            preemptor_key = (preemptor_budget / used if used > 0 else INFINITE, preemptor_budget)
-        if victim_key != preemptor_key:
-            return victim_key < preemptor_key
+            preemptor_ratio = preemptor_budget / used if used > 0 else INFINITE
+        # the keys (ratio, budget) compared as tuples compare, without making them: the first
+        # items that differ (neither the same object nor equal, as for a NaN) decide
+        if ratio is not preemptor_ratio and ratio != preemptor_ratio:
+            return ratio < preemptor_ratio
+        if budget is not preemptor_budget and budget != preemptor_budget:
+            return budget < preemptor_budget
         return victim_node >= preemptor_node
 
     def _parting(self, victim: AllocationPath, preemptor: AllocationPath) -> tuple:
