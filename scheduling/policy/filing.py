@@ -76,7 +76,9 @@ def carried(
     ``running`` on ``nodes`` (whose healthy nodes and their sizes are given), as filing afresh
     gives them: copies the pass may change, but for each node's occupant list (replaced, never
     changed in place), the release keys and the kept node needs (shared, see reservation.py and
-    preempting.py). None when they cannot be carried over: the caller files afresh."""
+    preempting.py) and the start index, which the pass only reads (the carry's own: nothing changes
+    it before the next pass is filed). None when they cannot be carried over: the caller files
+    afresh."""
     carry = getattr(_LOCAL, "carry", None)
     if carry is None:
         carry = _LOCAL.carry = _Carry()
@@ -444,7 +446,7 @@ class _Base:
             {key: resumable + others for key, (resumable, others) in self.groups.items()},
             dict(self.used),
             self.index.copy(),
-            self.index.copy(),
+            self.index,  # the start index: read only, by explanations (a copy cost every pass)
             self.release_keys,  # shared: a pass adds only what holds for this base
             self.kept_needs,  # likewise
             False,
