@@ -270,16 +270,8 @@ class _Pass(Preempting, Explaining):
 
         for running in candidates.values():
             running.sort(key=work_lost)
-        return (
-            occupants,
-            candidates,
-            used,
-            index,
-            index.copy(),
-            None,
-            None,
-            True,
-        )  # the copy: free before this pass
+        start_index = index.copy()  # free before this pass
+        return occupants, candidates, used, index, start_index, None, None, True
 
     def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:
         """GPU-seconds a preemption throws away (0 for resumable work: it resumes), then id."""
