@@ -7,7 +7,8 @@ GPUs used under concurrency limits. A caller that plans one cluster over and ove
 start order, give or take the few that started or ended since. ``carried`` keeps what the last
 pass filed, as it was *before that pass changed any of it*, files only the difference and hands
 the pass copies, which it changes freely (starts, evictions, reservations); each node's list of
-occupants is handed as it is, and the pass replaces a node's list rather than change it.
+occupants is handed as it is, and the pass replaces a node's list rather than change it, and so
+is the index of what was free before the pass, which the pass only reads.
 
 Exactly what filing afresh gives, not an approximation:
 
