@@ -7,7 +7,8 @@ GPUs used under concurrency limits. A caller that plans one cluster over and ove
 start order, give or take the few that started or ended since. ``carried`` keeps what the last
 pass filed, as it was *before that pass changed any of it*, files only the difference and hands
 the pass copies, which it changes freely (starts, evictions, reservations); each node's list of
-occupants is handed as it is, and the pass replaces a node's list rather than change it.
+occupants is handed as it is, and the pass replaces a node's list rather than change it, and so
+is the index of what was free before the pass, which the pass only reads.
 
 Exactly what filing afresh gives, not an approximation:
 
@@ -21,7 +22,8 @@ Exactly what filing afresh gives, not an approximation:
   non-negative GPU counts (else not carried) that is ``max(0, size - GPUs placed)``.
 - Candidates: resumable work loses 0.0, so it comes first, in id order (kept sorted as it
   changes); the rest loses ``gpus * (now - started_at) > 0`` (gpus > 0, else not carried), which
-  moves with ``now``, so it is sorted again each pass, from start order as afresh (a stable sort).
+  moves with ``now``, so it is handed out in start order and the pass sorts it (as afresh, a
+  stable sort) only if it reads the order: most passes preempt nothing (``Filed``'s last field).
 - Work started at or after ``now`` is no candidate yet; when one becomes one, ``now`` goes back or
   the budget tree's shape changes, the carry is filed anew from its members (a new nodes tuple
   only files the free GPUs anew).
@@ -34,16 +36,25 @@ import threading
 from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Iterable
-from itertools import compress, count, repeat
-from operator import attrgetter, is_, is_not
+from itertools import repeat
+from operator import attrgetter, is_, is_not, length_hint
 
 from scheduling.policy.placement import FreeIndex
 from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
 
 Occupants = dict[str, list[RunningWorkload]]
 Candidates = dict[tuple[str, bool], list[RunningWorkload]]
+# (occupants, candidates, used, index, start index, release keys, kept node needs, whether the
+# candidates are in preemption order: False when the work that is not resumable is in start order)
 Filed = tuple[
-    Occupants, Candidates, dict[str, int], FreeIndex, FreeIndex, "ReleaseKeys | None", "KeptNeeds | None"
+    Occupants,
+    Candidates,
+    dict[str, int],
+    FreeIndex,
+    FreeIndex,
+    "ReleaseKeys | None",
+    "KeptNeeds | None",
+    bool,
 ]
 
 _BY_ID = attrgetter("id")
@@ -62,11 +73,13 @@ def carried(
     limit: dict[str, int],
     now: float,
 ) -> Filed | None:
-    """(occupants, candidates, used, index, start index, release keys, kept node needs) for
+    """(occupants, candidates, used, index, start index, release keys, kept node needs, False) for
     ``running`` on ``nodes`` (whose healthy nodes and their sizes are given), as filing afresh
     gives them: copies the pass may change, but for each node's occupant list (replaced, never
     changed in place), the release keys and the kept node needs (shared, see reservation.py and
-    preempting.py). None when they cannot be carried over: the caller files afresh."""
+    preempting.py) and the start index, which the pass only reads (the carry's own: nothing changes
+    it before the next pass is filed). None when they cannot be carried over: the caller files
+    afresh."""
     carry = getattr(_LOCAL, "carry", None)
     if carry is None:
         carry = _LOCAL.carry = _Carry()
@@ -243,7 +256,7 @@ class _Carry:
         if base.nodes is not nodes:
             base.refile(nodes, healthy, capacity)
         self.running, self.base = running, base
-        return base.hand_out(now)
+        return base.hand_out()
 
     def _still_in_order(self, running: tuple, added: tuple) -> bool | None:
         """Whether ``running`` (the last tuple less what is gone, then ``added``) is in start order
@@ -274,7 +287,7 @@ class _Carry:
         gone: list[RunningWorkload] = []
         at = done = 0  # running[:at] is last[:done] less ``gone``
         while done < len(last):
-            mismatch = next(compress(count(), map(is_not, running[at:], last[done:])), None)
+            mismatch = _first_mismatch(running[at:], last[done:])
             if mismatch is None:  # one of them ran out
                 matched = min(len(running) - at, len(last) - done)
                 at, done = at + matched, done + matched
@@ -420,30 +433,35 @@ class _Base:
         self.nodes = nodes
         self.release_keys.clear()
 
-    def hand_out(self, now: float) -> Filed:
-        """Copies for a pass at ``now`` (the pass changes them; this base stays as it is)."""
+    def hand_out(self) -> Filed:
+        """Copies for a pass (the pass changes them; this base stays as it is). The candidates that
+        are not resumable are in start order: the pass sorts them by work lost at its ``now`` if
+        it reads their order (``Filed``)."""
         occupants = self.occupants
         if len(self.release_keys.dropped) > _DROPPED_KEPT:
             self.release_keys.restart()
-
-        def work_lost(workload: RunningWorkload) -> tuple[float, int]:  # planner's, for work not resumable
-            return (workload.gpus * (now - workload.started_at), workload.id)
-
-        candidates: Candidates = {}
-        for key, (resumable, others) in self.groups.items():
-            if others:
-                candidates[key] = resumable + sorted(others, key=work_lost)
-            else:
-                candidates[key] = resumable[:]
         return (
-            dict(occupants),  # the lists themselves: a pass changes a node's list only in a copy
-            candidates,
+            # the lists themselves: a pass changes a node's list only in a copy. (``copy``, not
+            # ``dict``: nodes that emptied leave holes, which ``dict`` copies entry by entry.)
+            occupants.copy(),
+            {key: resumable + others for key, (resumable, others) in self.groups.items()},
             dict(self.used),
             self.index.copy(),
-            self.index.copy(),
+            self.index,  # the start index: read only, by explanations (a copy cost every pass)
             self.release_keys,  # shared: a pass adds only what holds for this base
             self.kept_needs,  # likewise
+            False,
         )
+
+
+def _first_mismatch(ours: tuple, theirs: tuple) -> int | None:
+    """Where ``ours`` first holds another object than ``theirs`` does (None: nowhere before the
+    shorter one ends). A pass matches every running workload this way: no index is counted, the
+    iterator that stopped just past the mismatch tells where it is."""
+    rest = iter(ours)
+    if not any(map(is_not, rest, theirs)):
+        return None
+    return len(ours) - length_hint(rest) - 1
 
 
 def drop_identical(items: list, item: object) -> None:

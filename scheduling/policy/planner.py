@@ -228,11 +228,13 @@ class _Pass(Preempting, Explaining):
             self.start_index,
             self.release_keys,
             self.kept_needs,
+            self.candidates_ordered,  # see Preempting._in_order
         ) = filed
+        self.ordered_keys: set[tuple[str, bool]] = set()  # candidates put in order (_in_order)
 
     def _file(self, healthy: list, capacity: dict[str, int]) -> Filed:
         """File the running work afresh: (occupants, candidates, used, index, start index, no
-        release keys, no kept node needs)."""
+        release keys, no kept node needs, candidates in preemption order)."""
         free = dict(capacity)
         occupants: dict[str, list[RunningWorkload]] = {}
         # (allocation, funded) -> running work that may become a victim, least work lost first
@@ -268,7 +270,8 @@ class _Pass(Preempting, Explaining):
 
         for running in candidates.values():
             running.sort(key=work_lost)
-        return occupants, candidates, used, index, index.copy(), None, None  # the copy: free before this pass
+        start_index = index.copy()  # free before this pass
+        return occupants, candidates, used, index, start_index, None, None, True
 
     def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:
         """GPU-seconds a preemption throws away (0 for resumable work: it resumes), then id."""

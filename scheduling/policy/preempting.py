@@ -300,7 +300,8 @@ class Preempting:
         for start in self.starts:
             changed.update(name for name, _ in start.placement)
         settled, blocked = kept.settled, kept.blocked
-        needs = self.node_needs = dict(settled)
+        # (``copy`` clones the table, holes of forgotten nodes and all; ``dict`` inserts one by one)
+        needs = self.node_needs = settled.copy()
         if blocked and now < min(blocked.values()):  # (an until is never NaN: it was > a now)
             needs.update(dict.fromkeys(blocked))  # every one still blocked (most passes)
         else:
@@ -370,7 +371,8 @@ class Preempting:
         if tiers is None or tiers[0] != self.generation:
             tiers = self.pools[_TIERS] = (self.generation, ({}, {}))
         groups, (ratios, sums) = [], tiers[1]
-        for (allocation, funded), running in self.candidates.items():
+        for key, running in self.candidates.items():
+            allocation, funded = key
             verdict = allowed.get(allocation) if funded or not self.fairshare else True
             if running and verdict is not None:
                 groups.append(
@@ -379,7 +381,7 @@ class Preempting:
                         allocation,
                         funded,
                         verdict,
-                        running,
+                        self._in_order(key, running),
                     )
                 )
         groups.sort(key=lambda group: group[:3])
@@ -392,6 +394,18 @@ class Preempting:
         if not self.fairshare:
             ordered.sort(key=lambda victim: (victim.priority, *self._work_lost(victim)))
         return ordered
+
+    def _in_order(self, key: tuple[str, bool], running: list[RunningWorkload]) -> list[RunningWorkload]:
+        """``running``, the candidates of ``key``, in preemption order: the carried filing hands
+        the work that is not resumable (it follows the resumable work) out in start order, and it
+        is sorted by work lost at ``now`` the first time its order is read (filing.py): few passes
+        read the order of any victims, and those read few keys'. The same stable sort as afresh."""
+        if not self.candidates_ordered and key not in self.ordered_keys:
+            self.ordered_keys.add(key)
+            split = next((at for at, victim in enumerate(running) if not victim.resumable), len(running))
+            if len(running) - split > 1:
+                running[split:] = sorted(running[split:], key=self._work_lost)
+        return running
 
     def _unshielded(self, allocation: str, running: list[RunningWorkload]) -> list[RunningWorkload]:
         """The funded ``running`` of ``allocation`` past their protection, in order; kept until one
@@ -590,7 +604,7 @@ class _Counted:
             key: [whole, {need: count for need, count in counted.items() if count}]
             for key, (whole, counted) in found.items()
         }
-        self.contributions = dict(contributions)
+        self.contributions = contributions.copy()  # (a clone: see _kept_node_needs)
 
 
 _LOCAL = threading.local()  # the last count (one per thread: a pass changes nothing another reads)

@@ -100,14 +100,15 @@ class FairTree:
         self, subtree: dict[AllocationPath, float], usage: Mapping[AllocationPath, float]
     ) -> None:
         """``charge(path, None, amount)`` for each entry, in order (inlined: a pass charges every
-        allocation's usage). A path the tree lacks is charged to the root only. (The root's sum is
-        kept in a local meanwhile: no ancestor chain holds the root.)"""
-        chain_of = self.ancestors.get
+        allocation's usage), summed by slot as ``_charge_running`` sums. A path the tree lacks is
+        charged to the root only."""
+        totals, slots = list(subtree.values()), self._shape.slots
         root = subtree[ROOT]
         for path, amount in usage.items():
-            for node in chain_of(path, ()):
-                subtree[node] += amount
+            for slot in slots[path] if path in slots else ():  # noqa: SIM401 (see _charge_running)
+                totals[slot] += amount
             root += amount
+        subtree.update(zip(self._shape.budget, totals, strict=True))
         subtree[ROOT] = root
 
     def _settle(self) -> None:
@@ -115,7 +116,9 @@ class FairTree:
         ``charge_running`` was called. Only the first read of one of them calls this."""
         subtree, user_usage, running_charges = self._unsettled
         self._unsettled = None
-        self.subtree_usage, self.user_usage, self.user_log = subtree, dict(user_usage), {}
+        # (a dict's own copy clones its table, holes and all: dict() would insert entry by entry)
+        users = user_usage.copy() if type(user_usage) is dict else dict(user_usage)
+        self.subtree_usage, self.user_usage, self.user_log = subtree, users, {}
         for running, now, projected_charge_s in running_charges:
             self._charge_running(running, now, projected_charge_s)
 
@@ -166,12 +169,15 @@ class FairTree:
         self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
     ) -> None:
         # ``charge`` inlined (a pass charges every running workload): the same additions, in order,
-        # along each path's ancestors (every one of them a key of ``subtree``), then the root (kept
-        # in a local meanwhile: no ancestor chain holds the root, so its additions keep their order)
-        subtree, chains = self.subtree_usage, self.ancestors
-        user_usage, user_log = self.user_usage, self.user_log
-        chain_of, usage_of, log_of = chains.get, user_usage.get, user_log.get
+        # to each node along each path's ancestors, then the root. Each node's sum is kept in a list
+        # at the node's slot meanwhile (the shape's order of the nodes, that of ``subtree``), the
+        # root's in a local (no ancestor chain holds the root), and written back at the end: a
+        # list item is cheaper to add to than a dict's. (Dicts are tested and read here rather
+        # than asked with ``get``: a method call costs more, compiled.)
+        subtree, shape = self.subtree_usage, self._shape
+        totals, slots = list(subtree.values()), shape.slots
         root = subtree[ROOT]
+        user_usage, user_log = self.user_usage, self.user_log
         for workload in _still_owing(running, now, projected_charge_s):
             left = projected_charge_s - (now - workload.started_at)
             if not left > 0.0:  # max(0.0, left) == 0.0: owes nothing
@@ -180,19 +186,19 @@ class FairTree:
             if not owed:
                 continue
             path = workload.allocation
-            for node in chain_of(path, ()):  # a path the tree lacks is charged to the root only
-                subtree[node] += owed
+            for slot in slots[path] if path in slots else ():  # noqa: SIM401 (not in the tree: root only)
+                totals[slot] += owed
             root += owed
             user = workload.user
             if user is None:
                 continue
             key = (path, user)
-            user_usage[key] = usage_of(key, 0.0) + owed
-            log = log_of(path)
-            if log is None:
-                user_log[path] = [user]
+            user_usage[key] = (user_usage[key] if key in user_usage else 0.0) + owed  # noqa: SIM401
+            if path in user_log:
+                user_log[path].append(user)
             else:
-                log.append(user)
+                user_log[path] = [user]
+        subtree.update(zip(shape.budget, totals, strict=True))
         subtree[ROOT] = root
 
     # -- ranking -------------------------------------------------------------------------------
@@ -224,18 +230,19 @@ class FairTree:
     ) -> AllocationPath | None:
         """The child of ``node`` with the largest key among those with ``eligible[child] > 0``."""
         best = None
-        best_key: tuple[float, float] = (-1.0, -1.0)
+        best_ratio = best_budget = -1.0
         budgets, usage = self.budget, self.subtree_usage
         for child in self.children.get(node, ()):
-            if eligible.get(child, 0) > 0:
+            if child in eligible and eligible[child] > 0:  # (a test and a read, not a method call)
                 budget = budgets[child]  # key(child), inlined (a descent compares every sibling)
                 if budget <= 0:
-                    child_key = (0.0, 0.0)
+                    ratio = budget = 0.0
                 else:
                     used = usage[child]
-                    child_key = (budget / used if used > 0 else INFINITE, budget)
-                if child_key > best_key:  # children are name-sorted: the first of equals wins
-                    best, best_key = child, child_key
+                    ratio = budget / used if used > 0 else INFINITE
+                # key > the best key, as the tuples compare (a NaN too: never equal), without them
+                if ratio > best_ratio if ratio != best_ratio else budget > best_budget:
+                    best, best_ratio, best_budget = child, ratio, budget  # the first of equals wins
         return best
 
     def ordered(self, paths: Iterable[AllocationPath]) -> list[AllocationPath]:
@@ -267,24 +274,30 @@ class FairTree:
         level where their paths part (the children of their closest common ancestor).
         ``charged``: usage that overrides the tree's for the preemptor's chain (``charged_usage``);
         the victim's side never lies on that chain, so only the preemptor's key reads it."""
-        parting = self.parting.get((victim, preemptor))
-        if parting is None:
-            parting = self.parting[(victim, preemptor)] = self._parting(victim, preemptor)
+        pair, partings = (victim, preemptor), self.parting
+        if pair in partings:  # (a test and a read, not a method call)
+            parting = partings[pair]
+        else:
+            parting = partings[pair] = self._parting(victim, preemptor)
         if not parting:
             return True  # one is the other's ancestor or the same: the user level decides
         victim_node, preemptor_node, budget, preemptor_budget = parting
         if budget <= 0:
-            victim_key = (0.0, 0.0)
+            ratio = budget = 0.0
         else:
             used = self.subtree_usage[victim_node]
-            victim_key = (budget / used if used > 0 else INFINITE, budget)
+            ratio = budget / used if used > 0 else INFINITE
         if preemptor_budget <= 0:
-            preemptor_key = (0.0, 0.0)
+            preemptor_ratio = preemptor_budget = 0.0
         else:
             used = self.subtree_usage[preemptor_node] if charged is None else charged[preemptor_node]
-            preemptor_key = (preemptor_budget / used if used > 0 else INFINITE, preemptor_budget)
-        if victim_key != preemptor_key:
-            return victim_key < preemptor_key
+            preemptor_ratio = preemptor_budget / used if used > 0 else INFINITE
+        # the keys (ratio, budget) compared as tuples compare, without making them: the first
+        # items that differ (neither the same object nor equal, as for a NaN) decide
+        if ratio is not preemptor_ratio and ratio != preemptor_ratio:
+            return ratio < preemptor_ratio
+        if budget is not preemptor_budget and budget != preemptor_budget:
+            return budget < preemptor_budget
         return victim_node >= preemptor_node
 
     def _parting(self, victim: AllocationPath, preemptor: AllocationPath) -> tuple:
@@ -376,6 +389,9 @@ class _TreeShape:
         self.funded = self._funded_paths()
         self.funded_sorted = sorted(self.funded)
         self.ancestors = {path: self._ancestors(path) for path in self.budget}
+        # path -> the slots (places in ``budget``'s order) of its ancestors (the root is not one)
+        slot_of = {path: slot for slot, path in enumerate(self.budget)}
+        self.slots = {path: tuple(map(slot_of.__getitem__, chain)) for path, chain in self.ancestors.items()}
         self.parting: dict[tuple[AllocationPath, AllocationPath], tuple] = {}
 
     def level_ratio(

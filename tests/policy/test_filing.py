@@ -70,7 +70,8 @@ def summary(result) -> tuple:
 
 def filed(state, now, config, carry: bool = True) -> tuple:
     """What ``_index`` hands the pass, compared structurally (free GPUs, buckets, nonempty whole
-    node lists; dict orders aside, which the pass does not read)."""
+    node lists; dict orders aside, which the pass does not read), the candidates in the order a
+    pass reads them."""
     original = planner.carried
     if not carry:
         planner.carried = lambda *args: None
@@ -78,6 +79,8 @@ def filed(state, now, config, carry: bool = True) -> tuple:
         one = _Pass(state, now, config, None, False)
         one._rank()
         one._index()
+        for key, running in one.candidates.items():
+            one._in_order(key, running)
     finally:
         planner.carried = original
     return (
