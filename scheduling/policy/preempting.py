@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from itertools import chain, compress
-from operator import is_not, or_
+from operator import attrgetter, is_not, or_
 
 from scheduling.policy.filing import KeptNeeds, drop_identical
 from scheduling.policy.placement import FreeIndex, Shape
@@ -484,11 +484,10 @@ class Preempting:
             preemptor, user, charge = workload.allocation, workload.user, workload.gpus * self.charge_s
             usage = self.tree.user_usage
             mine = usage.get((preemptor, user), 0.0) + charge
-            peers = order.peers = {
-                victim.user
-                for victim in self.candidates.get((preemptor, True), ())
-                if victim.user != user and usage.get((preemptor, victim.user), 0.0) >= mine
-            }
+            # each user once (an allocation runs many workloads of few users), read in C
+            others = set(map(_USER, self.candidates.get((preemptor, True), ())))
+            others.discard(user)
+            peers = order.peers = {other for other in others if usage.get((preemptor, other), 0.0) >= mine}
         return peers
 
     def _global_ratio(
@@ -617,6 +616,7 @@ class _Counted:
         self.contributions = dict(contributions)
 
 
+_USER = attrgetter("user")
 _LOCAL = threading.local()  # the last count (one per thread: a pass changes nothing another reads)
 _FOREVER = float("inf")
 _TIERS = ("tiers",)  # ``pools`` key of a standing's global ratios (``_ordered_victims``)
