@@ -273,18 +273,22 @@ class FairTree:
         if not parting:
             return True  # one is the other's ancestor or the same: the user level decides
         victim_node, preemptor_node, budget, preemptor_budget = parting
+        # Each side's key (ratio, budget), as ``key`` makes it, compared as the tuples would be
+        # (first the ratios, then the budgets) without making them: most passes compare many.
         if budget <= 0:
-            victim_key = (0.0, 0.0)
+            ratio = budget = 0.0
         else:
             used = self.subtree_usage[victim_node]
-            victim_key = (budget / used if used > 0 else INFINITE, budget)
+            ratio = budget / used if used > 0 else INFINITE
         if preemptor_budget <= 0:
-            preemptor_key = (0.0, 0.0)
+            preemptor_ratio = preemptor_budget = 0.0
         else:
             used = self.subtree_usage[preemptor_node] if charged is None else charged[preemptor_node]
-            preemptor_key = (preemptor_budget / used if used > 0 else INFINITE, preemptor_budget)
-        if victim_key != preemptor_key:
-            return victim_key < preemptor_key
+            preemptor_ratio = preemptor_budget / used if used > 0 else INFINITE
+        if ratio != preemptor_ratio:
+            return ratio < preemptor_ratio
+        if budget != preemptor_budget:
+            return budget < preemptor_budget
         return victim_node >= preemptor_node
 
     def _parting(self, victim: AllocationPath, preemptor: AllocationPath) -> tuple:
