@@ -224,18 +224,21 @@ class FairTree:
     ) -> AllocationPath | None:
         """The child of ``node`` with the largest key among those with ``eligible[child] > 0``."""
         best = None
-        best_key: tuple[float, float] = (-1.0, -1.0)
+        best_ratio = best_budget = -1.0
         budgets, usage = self.budget, self.subtree_usage
         for child in self.children.get(node, ()):
             if eligible.get(child, 0) > 0:
-                budget = budgets[child]  # key(child), inlined (a descent compares every sibling)
+                # key(child), inlined (a descent compares every sibling) and compared as the
+                # tuples would be (ratio first, then budget) without making them
+                budget = budgets[child]
                 if budget <= 0:
-                    child_key = (0.0, 0.0)
+                    ratio = budget = 0.0
                 else:
                     used = usage[child]
-                    child_key = (budget / used if used > 0 else INFINITE, budget)
-                if child_key > best_key:  # children are name-sorted: the first of equals wins
-                    best, best_key = child, child_key
+                    ratio = budget / used if used > 0 else INFINITE
+                # children are name-sorted: the first of equals wins
+                if ratio > best_ratio or (ratio == best_ratio and budget > best_budget):
+                    best, best_ratio, best_budget = child, ratio, budget
         return best
 
     def ordered(self, paths: Iterable[AllocationPath]) -> list[AllocationPath]:
