@@ -101,7 +101,7 @@ class Preempting:
         read only in the generation it was made in, in which nothing it reads changes (the tree
         is charged only by a start or an eviction, each a new generation), so working it out
         later gives what working it out now would. Most attempts never need the whole of it."""
-        own = (workload.allocation, True) in self.candidates and self.candidates[(workload.allocation, True)]
+        own = self.candidates.get((workload.allocation, True))
         key = (workload.allocation, workload.user if own else None, workload.priority, include_protected)
         cached = self.pools.get(key)
         if cached is not None and cached[0] == self.generation:
@@ -156,6 +156,8 @@ class Preempting:
         ranks_at_or_below, charged = self.tree.ranks_at_or_below, self._charged(order)
         count = 0
         for allocations, nodes in needs.items():
+            if not nodes:  # (a carried count may keep an entry of no nodes: nothing to judge)
+                continue
             for allocation in allocations:
                 verdict = known.get(allocation)
                 if verdict is None:
