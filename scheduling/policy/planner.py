@@ -387,7 +387,9 @@ class _Pass(Preempting, Explaining):
                 continue  # (``checked`` stays: the check after 32 misses comes where it would)
             while True:
                 record = explained and not (settles and len(self.starts) != unchanged)
-                if not record:  # user queues of hits only: taken whole, up to where the check is due
+                # user queues of hits only: taken whole, up to where the check is due (none while
+                # nothing failed since the last relief: the head queue would be a miss)
+                if not record and failed:
                     skipped = queue.skip(passed_over, 32 - misses if checked != self.generation else INFINITE)
                     if skipped:
                         misses += skipped

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from itertools import compress
-from operator import is_not, or_
+from itertools import chain, compress
+from operator import attrgetter, is_not, or_
 
 from scheduling.policy.filing import KeptNeeds, drop_identical
 from scheduling.policy.placement import FreeIndex, Shape
@@ -37,10 +37,14 @@ class Preempting:
         for index in indexes:
             pool = order.pools.get(id(index))
             if pool is None:  # a pool already made rejects as cheaply as the bound
-                if self._surely_hopeless(order, shape, index):
+                if self._surely_hopeless(order, shape, index) or self._unordered_pool(order, index).hopeless(
+                    shape, index
+                ):
                     continue
                 pool = self._victim_pool(workload, index, include_protected=False)
-            choice = None if pool.hopeless(shape, index) else choose_victims(shape, index, pool)
+            elif pool.hopeless(shape, index):
+                continue
+            choice = choose_victims(shape, index, pool)
             if choice is not None:
                 placement, victims = choice
                 for victim in victims:
@@ -73,8 +77,20 @@ class Preempting:
         pool = order.pools.get(id(index))
         if pool is None:
             if order.victims is None:
-                order.victims = self._ordered_victims(order, include_protected)
+                order.victims = self._ordered_victims(order)
             pool = order.pools[id(index)] = VictimPool(order.victims, index, self.occupants)
+        return pool
+
+    def _unordered_pool(self, order: _Order, index: FreeIndex) -> VictimPool:
+        """``order``'s victims on ``index``'s nodes in no particular order, kept with the order:
+        enough for ``VictimPool.hopeless``, which reads only who is in the pool (what they hold
+        per node, which nodes they could clear), never in which order. Most attempts that pass
+        ``_surely_hopeless`` are rejected by it, so the preemption order (tiers, a sort) is worked
+        out only for the few that then search for victims."""
+        pool = order.unordered.get(id(index))
+        if pool is None:
+            victims = list(chain.from_iterable(victims for _, _, victims in self._victim_groups(order)))
+            pool = order.unordered[id(index)] = VictimPool(victims, index, self.occupants)
         return pool
 
     def _victim_order(self, workload: PendingWorkload, include_protected: bool) -> _Order:
@@ -85,12 +101,12 @@ class Preempting:
         read only in the generation it was made in, in which nothing it reads changes (the tree
         is charged only by a start or an eviction, each a new generation), so working it out
         later gives what working it out now would. Most attempts never need the whole of it."""
-        own = (workload.allocation, True) in self.candidates and self.candidates[(workload.allocation, True)]
+        own = self.candidates.get((workload.allocation, True))
         key = (workload.allocation, workload.user if own else None, workload.priority, include_protected)
         cached = self.pools.get(key)
         if cached is not None and cached[0] == self.generation:
             return cached[1]
-        order = _Order(workload, self.generation)
+        order = _Order(workload, self.generation, include_protected)
         self.pools[key] = (self.generation, order)
         return order
 
@@ -140,6 +156,8 @@ class Preempting:
         ranks_at_or_below, charged = self.tree.ranks_at_or_below, self._charged(order)
         count = 0
         for allocations, nodes in needs.items():
+            if not nodes:  # (a carried count may keep an entry of no nodes: nothing to judge)
+                continue
             for allocation in allocations:
                 verdict = known.get(allocation)
                 if verdict is None:
@@ -360,37 +378,46 @@ class Preempting:
                 funded.add(occupant.allocation)
         return frozenset(funded)
 
-    def _ordered_victims(self, order: _Order, include_protected: bool) -> list[RunningWorkload]:
-        """Who may be preempted, in preemption order (see preemption.py), by the standing
-        ``order`` was decided in."""
-        # the tiers read the tree as it is: the standing ``order`` was decided in
+    def _victim_groups(self, order: _Order) -> list[tuple[str, bool, list[RunningWorkload]]]:
+        """(allocation, funded, its work ``order``'s workload may preempt) per candidate group
+        with any, in the candidates' order; made once per order."""
+        groups = order.groups
+        if groups is not None:
+            return groups
         assert order.generation == self.generation, "an order is read in its own standing only"
         allowed = self._allowed(order)
-        # the global ratios (and sibling sums) read the standing alone: every order of it shares them
-        tiers = self.pools.get(_TIERS)
-        if tiers is None or tiers[0] != self.generation:
-            tiers = self.pools[_TIERS] = (self.generation, ({}, {}))
-        groups, (ratios, sums) = [], tiers[1]
+        shielding = self.config.contract and not order.include_protected
+        groups = order.groups = []
         for key, running in self.candidates.items():
             allocation, funded = key
             verdict = allowed.get(allocation) if funded or not self.fairshare else True
             if running and verdict is not None:
+                running = self._in_order(key, running)  # before _unshielded keeps a copy of it
+                if shielding and funded:
+                    running = self._unshielded(allocation, running)
                 groups.append(
-                    (
-                        self._tier(allocation, funded, ratios, sums),
-                        allocation,
-                        funded,
-                        verdict,
-                        self._in_order(key, running),
-                    )
+                    (allocation, funded, running if verdict is True else list(filter(verdict, running)))
                 )
+        return groups
+
+    def _ordered_victims(self, order: _Order) -> list[RunningWorkload]:
+        """Who may be preempted, in preemption order (see preemption.py), by the standing
+        ``order`` was decided in."""
+        # the tiers read the tree as it is: the standing ``order`` was decided in
+        assert order.generation == self.generation, "an order is read in its own standing only"
+        # the global ratios (and sibling sums) read the standing alone: every order of it shares them
+        tiers = self.pools.get(_TIERS)
+        if tiers is None or tiers[0] != self.generation:
+            tiers = self.pools[_TIERS] = (self.generation, ({}, {}))
+        ratios, sums = tiers[1]
+        groups = [
+            (self._tier(allocation, funded, ratios, sums), allocation, funded, victims)
+            for allocation, funded, victims in self._victim_groups(order)
+        ]
         groups.sort(key=lambda group: group[:3])
-        shielding = self.config.contract and not include_protected
         ordered: list[RunningWorkload] = []
-        for _, allocation, funded, verdict, running in groups:
-            if shielding and funded:
-                running = self._unshielded(allocation, running)
-            ordered.extend(running if verdict is True else filter(verdict, running))
+        for *_, victims in groups:
+            ordered.extend(victims)
         if not self.fairshare:
             ordered.sort(key=lambda victim: (victim.priority, *self._work_lost(victim)))
         return ordered
@@ -474,11 +501,10 @@ class Preempting:
             preemptor, user, charge = workload.allocation, workload.user, workload.gpus * self.charge_s
             usage = self.tree.user_usage
             mine = usage.get((preemptor, user), 0.0) + charge
-            peers = order.peers = {
-                victim.user
-                for victim in self.candidates.get((preemptor, True), ())
-                if victim.user != user and usage.get((preemptor, victim.user), 0.0) >= mine
-            }
+            # each user once (an allocation runs many workloads of few users), read in C
+            others = set(map(_USER, self.candidates.get((preemptor, True), ())))
+            others.discard(user)
+            peers = order.peers = {other for other in others if usage.get((preemptor, other), 0.0) >= mine}
         return peers
 
     def _global_ratio(
@@ -607,6 +633,7 @@ class _Counted:
         self.contributions = contributions.copy()  # (a clone: see _kept_node_needs)
 
 
+_USER = attrgetter("user")
 _LOCAL = threading.local()  # the last count (one per thread: a pass changes nothing another reads)
 _FOREVER = float("inf")
 _TIERS = ("tiers",)  # ``pools`` key of a standing's global ratios (``_ordered_victims``)
@@ -623,20 +650,26 @@ class _Order:
         "charged",
         "clearable",
         "generation",
+        "groups",
+        "include_protected",
         "peers",
         "pools",
         "reach",
+        "unordered",
         "victims",
         "workload",
     )
 
-    def __init__(self, workload: PendingWorkload, generation: int) -> None:
+    def __init__(self, workload: PendingWorkload, generation: int, include_protected: bool = False) -> None:
         self.workload = workload
         self.generation = generation
+        self.include_protected = include_protected
         self.allowed: dict | None = None  # worked out when first needed (``Preempting._allowed``)
         self.charged: dict[str, float] | None = None
         self.peers: set[str] | None = None
         self.reach: dict[str, bool] = {}  # funded allocation -> a key of ``allowed``?
         self.victims: list[RunningWorkload] | None = None
+        self.groups: list[tuple[str, bool, list[RunningWorkload]]] | None = None  # _victim_groups
         self.pools: dict[int, VictimPool] = {}  # id(index) -> its pool: an order lives one standing
+        self.unordered: dict[int, VictimPool] = {}  # id(index) -> its pool in no order (_unordered_pool)
         self.clearable: dict[tuple, int] = {}  # (id(index), type, size) -> nodes it could clear

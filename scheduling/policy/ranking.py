@@ -143,15 +143,12 @@ class FairTree:
 
     def charged_usage(self, path: AllocationPath, amount: float) -> dict[AllocationPath, float]:
         """node -> the usage ``charge(path, _, amount)`` would give it, for ``path``'s chain (the
-        same additions ``charge`` makes, without making them)."""
-        subtree, parent = self.subtree_usage, self.parent
-        charged = {}
-        node = path if path in self.budget else ROOT
-        while True:
-            charged[node] = subtree.get(node, 0.0) + amount
-            if node == ROOT:
-                return charged
-            node = parent.get(node, ROOT)
+        same additions ``charge`` makes, without making them): the chain is ``ancestors[path]``
+        (none for a path the tree lacks), then the root, each a key of ``subtree_usage``."""
+        subtree = self.subtree_usage
+        charged = {node: subtree[node] + amount for node in self.ancestors.get(path, ())}
+        charged[ROOT] = subtree[ROOT] + amount
+        return charged
 
     def charge_running(
         self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
@@ -282,6 +279,8 @@ class FairTree:
         if not parting:
             return True  # one is the other's ancestor or the same: the user level decides
         victim_node, preemptor_node, budget, preemptor_budget = parting
+        # Each side's key (ratio, budget), as ``key`` makes it, compared as the tuples would be
+        # (first the ratios, then the budgets) without making them: most passes compare many.
         if budget <= 0:
             ratio = budget = 0.0
         else:
