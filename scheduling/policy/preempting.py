@@ -425,8 +425,9 @@ class Preempting:
     def _in_order(self, key: tuple[str, bool], running: list[RunningWorkload]) -> list[RunningWorkload]:
         """``running``, the candidates of ``key``, in preemption order: the carried filing hands
         the work that is not resumable (it follows the resumable work) out in start order, and it
-        is sorted by work lost at ``now`` the first time its order is read (filing.py): few passes
-        read the order of any victims, and those read few keys'. The same stable sort as afresh."""
+        is sorted by work lost at ``now`` the first time a victim order reads it (``_victim_groups``,
+        before ``_unshielded`` keeps a copy): few passes read any victims, and those read few
+        keys'. The same stable sort as afresh."""
         if not self.candidates_ordered and key not in self.ordered_keys:
             self.ordered_keys.add(key)
             split = next((at for at, victim in enumerate(running) if not victim.resumable), len(running))

@@ -129,3 +129,12 @@ def test_a_missing_binary_or_manifest_leaves_everything_to_python(build_folder):
 
     (build / MANIFEST).write_text("{not json")
     assert usable_modules(build, root) == {}
+
+
+def test_a_manifest_entry_this_code_did_not_write_is_left_to_python(build_folder):
+    root, build, _ = build_folder
+    manifest = json.loads((build / MANIFEST).read_text())
+    manifest["modules"]["scheduling.policy.planner"] = "not an entry"
+    (build / MANIFEST).write_text(json.dumps(manifest))
+
+    assert usable_modules(build, root) == {}
