@@ -122,6 +122,8 @@ class Workload(models.Model):
     min_runtime_requested_s = models.PositiveIntegerField(default=0)
     resumable = models.BooleanField(default=False)
     max_runtime_s = models.PositiveIntegerField(null=True, blank=True)
+    # How often resumable work saves progress (DESIGN 2): a preemption loses the time since the last one.
+    checkpoint_interval_s = models.PositiveIntegerField(null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)  # command / image: opaque to the portal
     source = models.CharField(max_length=10, choices=WorkloadSource.choices, default=WorkloadSource.API)
     state = models.CharField(max_length=20, choices=WorkloadState.choices, default=WorkloadState.PENDING)

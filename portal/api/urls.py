@@ -4,6 +4,7 @@ from portal.api import views
 
 urlpatterns = [
     path("home/", views.home, name="api-home"),
+    path("me/", views.me, name="api-me"),
     path("glossary/", views.glossary_terms, name="api-glossary"),
     path("pyramid/<slug:cluster_slug>/", views.pyramid, name="api-pyramid"),
     path("waits/<slug:cluster_slug>/", views.waits, name="api-waits"),

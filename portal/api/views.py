@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from budgets import whatif
+from budgets.access import memberships_by_path
 from budgets.delivery import delivery_report
 from budgets.selectors import budget_node_for_user, cluster_for_user
 from portal import dashboards, glossary, metrics
@@ -30,6 +31,16 @@ DAYS = OpenApiParameter("days", int, description="7, 30 or 90 (default 7)")
 def home(request: Request) -> Response:
     now = timezone.now()
     return Response(serializers.home_json(dashboards.home_board(user=request.user, now=now), now=now))
+
+
+@extend_schema(responses=OpenApiTypes.OBJECT, summary="Who the token belongs to, and their memberships")
+@api_view(["GET"])
+def me(request: Request) -> Response:
+    user = request.user
+    return Response({
+        "username": user.username, "name": user.get_full_name(), "email": user.email, "staff": user.is_staff,
+        "memberships": [{"path": path, "role": role} for path, role in sorted(memberships_by_path(user).items())],
+    })  # fmt: skip
 
 
 @extend_schema(responses=OpenApiTypes.OBJECT, parameters=[DAYS], summary="Metrics pyramid: now and over time")

@@ -20,6 +20,12 @@ class WorkloadSubmitSerializer(serializers.Serializer):
     )
     resumable = serializers.BooleanField(default=False)
     max_runtime_s = serializers.IntegerField(required=False, allow_null=True)
+    checkpoint_interval_s = serializers.IntegerField(
+        required=False, allow_null=True, help_text="resumable work: how often it saves progress, in seconds"
+    )
+    gpu_type = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="e.g. H100; empty: the cluster's own"
+    )
     name = serializers.CharField(required=False, allow_blank=True, max_length=200, default="")
     command = serializers.CharField(required=False, allow_blank=True, default="")
     image = serializers.CharField(required=False, allow_blank=True, default="")
@@ -49,7 +55,8 @@ class WorkloadSerializer(serializers.ModelSerializer):
         model = Workload
         fields = [
             "id", "name", "cluster", "allocation", "user", "workload_class", "gpus", "gpus_per_node",
-            "min_runtime_s", "min_runtime_requested_s", "resumable", "max_runtime_s", "metadata", "source",
+            "gpu_type", "min_runtime_s", "min_runtime_requested_s", "resumable", "max_runtime_s", "checkpoint_interval_s",
+            "metadata", "source",
             "state", "submitted_at", "queued_at", "first_started_at", "finished_at", "attempt", "requeue_count",
             "held", "held_by", "held_at", "held_note", "cancel_requested_at", "backend_ref", "pending_reason",
         ]  # fmt: skip

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -34,7 +34,19 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     filter_backends: list = []
 
     def get_queryset(self):  # noqa: ANN201
-        return workload_list(filters=self.request.query_params)
+        filters = dict(self.request.query_params.items())
+        if filters.pop("mine", "").lower() in {"1", "true", "yes"}:
+            filters["user"] = self.request.user.username
+        return workload_list(filters=filters)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("mine", bool, description="only the caller's workloads"),
+            *[OpenApiParameter(key, str) for key in ("cluster", "allocation", "user", "state", "class")],
+        ]
+    )
+    def list(self, request: Request, *args: object, **kwargs: object) -> Response:
+        return super().list(request, *args, **kwargs)
 
     def get_object(self):  # noqa: ANN201
         return workload_get_for_user(user=self.request.user, workload_id=self.kwargs["pk"])

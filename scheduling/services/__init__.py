@@ -13,6 +13,7 @@ from scheduling.services.workloads import (
     workload_cancel,
     workload_hold,
     workload_release,
+    workload_resubmit,
     workload_submit,
     workload_transition,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "workload_cancel",
     "workload_hold",
     "workload_release",
+    "workload_resubmit",
     "workload_submit",
     "workload_transition",
 ]

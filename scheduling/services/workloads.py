@@ -83,32 +83,60 @@ def _allocation_errors(*, actor, allocation_path: str) -> tuple[BudgetNode | Non
     return node, []
 
 
-def _check_submission(
-    *,
-    actor,
-    cluster: Cluster,
-    allocation_path: str,
-    gpus: int,
-    gpus_per_node: int | None,
-    workload_class: str,
-    min_runtime_s: int,
-    max_runtime_s: int | None,
-) -> BudgetNode:
+def _gpu_type_errors(*, cluster: Cluster, gpu_type: str) -> list[str]:
+    """A GPU type no node of the cluster has can never start (NO_MATCHING_NODES for ever): refuse it."""
+    if not gpu_type or not Node.objects.filter(cluster=cluster).exists():
+        return []
+    known = sorted(set(Node.objects.filter(cluster=cluster).values_list("gpu_type", flat=True)))
+    if gpu_type in known:
+        return []
+    return [f"{cluster.name} has no {gpu_type} nodes; it has {', '.join(known)}."]
+
+
+def _contract_errors(
+    *, min_runtime_s: int, max_runtime_s: int | None, checkpoint_interval_s: int | None
+) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
-    node, allocation_errors = _allocation_errors(actor=actor, allocation_path=allocation_path)
-    if allocation_errors:
-        errors["allocation"] = allocation_errors
-    if gpu_errors := _gpu_errors(cluster=cluster, gpus=gpus, gpus_per_node=gpus_per_node):
-        errors["gpus"] = gpu_errors
-    if workload_class not in WorkloadClass.values:
-        errors["workload_class"] = [f"Choose one of {', '.join(WorkloadClass.values)}."]
     if min_runtime_s < 0:
         errors["min_runtime_s"] = ["The minimum runtime cannot be negative (0 means fully preemptible)."]
     if max_runtime_s is not None and max_runtime_s <= 0:
         errors["max_runtime_s"] = ["The declared maximum runtime must be positive."]
+    if checkpoint_interval_s is not None and checkpoint_interval_s <= 0:
+        errors["checkpoint_interval_s"] = ["The checkpoint interval must be positive (leave it out if none)."]
+    return errors
+
+
+def _check_submission(
+    *,
+    actor,
+    cluster: Cluster,
+    allocation_path: str | None,
+    gpus: int,
+    gpus_per_node: int | None,
+    gpu_type: str,
+    workload_class: str,
+    min_runtime_s: int,
+    max_runtime_s: int | None,
+    checkpoint_interval_s: int | None,
+) -> BudgetNode | None:
+    """The allocation node (None: unfunded), or SubmissionRefused with every field's errors."""
+    errors: dict[str, list[str]] = {}
+    node = None
+    if allocation_path is not None:
+        node, allocation_errors = _allocation_errors(actor=actor, allocation_path=allocation_path)
+        if allocation_errors:
+            errors["allocation"] = allocation_errors
+    if gpu_errors := _gpu_errors(cluster=cluster, gpus=gpus, gpus_per_node=gpus_per_node):
+        errors["gpus"] = gpu_errors
+    if type_errors := _gpu_type_errors(cluster=cluster, gpu_type=gpu_type):
+        errors["gpu_type"] = type_errors
+    if workload_class not in WorkloadClass.values:
+        errors["workload_class"] = [f"Choose one of {', '.join(WorkloadClass.values)}."]
+    errors |= _contract_errors(
+        min_runtime_s=min_runtime_s, max_runtime_s=max_runtime_s, checkpoint_interval_s=checkpoint_interval_s
+    )
     if errors:
         raise SubmissionRefused(errors)
-    assert node is not None
     return node
 
 
@@ -116,19 +144,22 @@ def workload_submit(
     *,
     actor,
     cluster: Cluster,
-    allocation_path: str,
+    allocation_path: str | None,
     gpus: int,
     gpus_per_node: int | None = None,
+    gpu_type: str = "",
     workload_class: str = WorkloadClass.BATCH,
     min_runtime_s: int = 0,
     resumable: bool = False,
     max_runtime_s: int | None = None,
+    checkpoint_interval_s: int | None = None,
     name: str = "",
     metadata: dict | None = None,
     now: datetime | None = None,
 ) -> SubmitResult:
     """Queue a workload; it reaches the backend at the next pass. Raises SubmissionRefused, writing nothing.
 
+    ``allocation_path`` None charges it to no budget (unfunded: idle capacity only, never protected).
     A minimum runtime above the cluster's cap is accepted and clipped to the cap, with a warning.
     """
     node = _check_submission(
@@ -137,11 +168,17 @@ def workload_submit(
         allocation_path=allocation_path,
         gpus=gpus,
         gpus_per_node=gpus_per_node,
+        gpu_type=gpu_type,
         workload_class=workload_class,
         min_runtime_s=min_runtime_s,
         max_runtime_s=max_runtime_s,
+        checkpoint_interval_s=checkpoint_interval_s,
     )
     warnings = []
+    if checkpoint_interval_s is not None and not resumable:
+        warnings.append(
+            "A checkpoint interval only matters for resumable work: a preemption ends this workload."
+        )
     clipped = min(min_runtime_s, cluster.min_runtime_cap_s)
     if clipped < min_runtime_s:
         warnings.append(
@@ -158,10 +195,12 @@ def workload_submit(
         workload_class=workload_class,
         gpus=gpus,
         gpus_per_node=gpus_per_node,
+        gpu_type=gpu_type,
         min_runtime_s=clipped,
         min_runtime_requested_s=min_runtime_s,
         resumable=resumable,
         max_runtime_s=max_runtime_s,
+        checkpoint_interval_s=checkpoint_interval_s,
         metadata=metadata or {},
         submitted_at=now,
         queued_at=now,
@@ -242,6 +281,51 @@ def workload_release(*, workload: Workload, actor) -> Workload:
     workload_forget_refusals(workload)  # released: the backend gets new tries
     workload.save(update_fields=["held", "held_by", "held_at", "held_note", "metadata"])
     return workload
+
+
+RESUBMIT_CHANGES = frozenset({"gpus", "gpus_per_node", "gpu_type", "min_runtime_s", "allocation"})
+UNFUNDED = "(unfunded)"  # the start option's allocation for "charged to no budget" (policy.options)
+
+
+def _resubmission(workload: Workload, changes: dict[str, object]) -> dict[str, object]:
+    """The submission that repeats ``workload`` with ``changes`` (start-option fields) applied."""
+    unknown = sorted(set(changes) - RESUBMIT_CHANGES)
+    if unknown:
+        raise SubmissionRefused({key: ["A start option cannot change this."] for key in unknown})
+    allocation = changes.get("allocation", workload.allocation_path or None)
+    metadata = {key: value for key, value in workload.metadata.items() if key != START_REFUSALS}
+    return {
+        "cluster": workload.cluster,
+        "allocation_path": None if allocation in (UNFUNDED, None) else str(allocation),
+        "gpus": int(changes.get("gpus", workload.gpus)),  # type: ignore[call-overload]
+        "gpus_per_node": changes.get("gpus_per_node", workload.gpus_per_node),
+        "gpu_type": str(changes.get("gpu_type", workload.gpu_type) or ""),
+        "workload_class": workload.workload_class,
+        "min_runtime_s": int(changes.get("min_runtime_s", workload.min_runtime_requested_s)),  # type: ignore[call-overload]
+        "resumable": workload.resumable,
+        "max_runtime_s": workload.max_runtime_s,
+        "checkpoint_interval_s": workload.checkpoint_interval_s,
+        "name": workload.name,
+        "metadata": {**metadata, "resubmitted_from": workload.pk},
+    }
+
+
+@transaction.atomic
+def workload_resubmit(*, workload: Workload, actor, changes: dict[str, object]) -> SubmitResult:
+    """A new workload like ``workload`` with one start option's ``changes``, and the old one cancelled.
+
+    Both or neither: a refused submission cancels nothing. The new workload keeps the old one's owner
+    (a manager acting for a researcher does not take the work over); it waits from now.
+    """
+    workload = _locked(workload)
+    if workload.state != WorkloadState.PENDING:
+        raise IllegalTransition(
+            f"only pending work can be resubmitted; workload {workload.pk} is {workload.state}"
+        )
+    submitter = workload.owner if workload.owner_id is not None else actor
+    result = workload_submit(actor=submitter, **_resubmission(workload, changes))
+    workload_cancel(workload=workload, actor=actor)
+    return result
 
 
 START_REFUSALS = "start_refusals"  # metadata key: starts the backend refused in a row (dispatch)
