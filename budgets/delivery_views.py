@@ -13,6 +13,7 @@ from budgets.delivery import delivery_report
 from budgets.models import BudgetNode
 from budgets.selectors import budget_node_for_user, cluster_for_user, cluster_list
 from portal import charts
+from portal.csv_export import delivery_csv, wants_csv
 from portal.metrics import PERIODS_DAYS
 from portal.models import WhatIfRun
 from portal.pages import parse_days
@@ -37,6 +38,8 @@ def delivery(request: HttpRequest, cluster_slug: str, node_id: int) -> HttpRespo
     report = delivery_report(
         node=node, cluster=cluster, user=request.user, now=timezone.now(), days=parse_days(request)
     )
+    if wants_csv(request):
+        return delivery_csv(report)
     chart = charts.line_chart(
         div_id="chart-delivery",
         x=report.x,

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET
 
 from budgets.selectors import cluster_for_user, cluster_list
 from portal import dashboards, glossary, metrics
+from portal.csv_export import waits_csv, wants_csv
 
 
 def parse_days(request: HttpRequest, default: int = 7) -> int:
@@ -56,6 +57,9 @@ def pyramid(request: HttpRequest, cluster_slug: str) -> HttpResponse:
 @require_GET
 def waits(request: HttpRequest, cluster_slug: str) -> HttpResponse:
     cluster = cluster_for_user(user=request.user, slug=cluster_slug)
+    if wants_csv(request):
+        report = metrics.wait_report(cluster=cluster, now=timezone.now(), days=parse_days(request))
+        return waits_csv(cluster=cluster, report=report, days=parse_days(request))
     board = dashboards.waits_board(cluster=cluster, now=timezone.now(), days=parse_days(request))
     return render(
         request,

@@ -8,6 +8,7 @@ and id. Fixed query counts whatever the queue length; tests pin them.
 from __future__ import annotations
 
 import gc
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 QUEUE_LIMIT = 200
 QUEUE_FILTERS = ("allocation", "user", "class", "reason")
 QUEUE_FIELDS = (
-    "id", "cluster_id", "name", "user_name", "gpus", "workload_class", "state", "queued_at", "submitted_at",
+    "id", "cluster_id", "name", "owner", "user_name", "gpus", "workload_class", "state", "held", "queued_at",
+    "submitted_at",
     "allocation__path", "pending_reason__code", "pending_reason__message", "pending_reason__position",
     "pending_reason__estimated_start",
 )  # fmt: skip
@@ -224,6 +226,11 @@ class StartOption:
     starts_now: bool
     estimated_start: datetime | None
     detail: str
+    changes: Mapping[str, object] | None = None  # the workload fields it changes ("resubmit like this")
+
+    @property
+    def changes_json(self) -> str:
+        return json.dumps(dict(self.changes or {}), sort_keys=True)
 
 
 AS_IT_IS = "As it is"
@@ -281,6 +288,7 @@ def _start_options(
             option.starts_now,
             datetime.fromtimestamp(option.estimated_start, tz=UTC) if option.estimated_start else None,
             "would start in the next pass" if option.starts_now else f"would still wait ({option.code})",
+            dict(option.changes),
         )
         for option in options
     ]

@@ -10,10 +10,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from budgets.selectors import cluster_for_user, cluster_list
+from portal.csv_export import queue_csv, wants_csv
 from scheduling import reports
 from scheduling.models import WorkloadClass
 from scheduling.policy import ReasonCode
-from scheduling.selectors import may_act_on, workload_get_for_user
+from scheduling.selectors import may_act_on, workload_get_for_user, workloads_may_act_on
 
 
 @login_required
@@ -31,10 +32,14 @@ def queue(request: HttpRequest, cluster_slug: str) -> HttpResponse:
     """The page, or only its rows when htmx refreshes them (the filter travels in the query string)."""
     cluster = cluster_for_user(user=request.user, slug=cluster_slug)
     filters = reports.clean_queue_filters(request.GET)
+    if wants_csv(request):
+        return queue_csv(cluster=cluster, filters=filters, now=timezone.now())
+    rows = reports.with_waits(reports.queue_rows(cluster=cluster, filters=filters), now=timezone.now())
     context = {
         "cluster": cluster,
         "filters": filters,
-        "rows": reports.with_waits(reports.queue_rows(cluster=cluster, filters=filters), now=timezone.now()),
+        "rows": rows,
+        "actable": workloads_may_act_on(request.user, rows),
         "workload_url": reverse("scheduling:workload", args=[0]).removesuffix("0/"),
         "summary": reports.queue_summary(cluster=cluster),
         "now": timezone.now(),
@@ -65,4 +70,5 @@ def workload(request: HttpRequest, workload_id: int) -> HttpResponse:
 def workload_options(request: HttpRequest, workload_id: int) -> HttpResponse:
     item = workload_get_for_user(user=request.user, workload_id=workload_id)
     options = reports.start_options_for_pass(workload=item, now=timezone.now())
-    return render(request, "scheduling/_options.html", {"options": options, "w": item})
+    context = {"options": options, "w": item, "may_act": may_act_on(request.user, item)}
+    return render(request, "scheduling/_options.html", context)

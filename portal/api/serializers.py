@@ -167,6 +167,7 @@ def options_json(options: list[StartOption]) -> list[dict]:
             "starts_now": o.starts_now,
             "estimated_start": iso(o.estimated_start),
             "detail": o.detail,
+            "changes": dict(o.changes or {}),
         }
         for o in options
     ]
