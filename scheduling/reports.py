@@ -229,6 +229,11 @@ class StartOption:
     changes: Mapping[str, object] | None = None  # the workload fields it changes ("resubmit like this")
 
     @property
+    def phrase(self) -> str:
+        """The label inside a sentence: "with 4 GPUs", "on H100"."""
+        return self.label[:1].lower() + self.label[1:]
+
+    @property
     def changes_json(self) -> str:
         return json.dumps(dict(self.changes or {}), sort_keys=True)
 

@@ -310,19 +310,24 @@ def _resubmission(workload: Workload, changes: dict[str, object]) -> dict[str, o
     }
 
 
+def _user_named(username: str):  # noqa: ANN202
+    return get_user_model().objects.filter(username=username).first() if username else None
+
+
 @transaction.atomic
 def workload_resubmit(*, workload: Workload, actor, changes: dict[str, object]) -> SubmitResult:
     """A new workload like ``workload`` with one start option's ``changes``, and the old one cancelled.
 
     Both or neither: a refused submission cancels nothing. The new workload keeps the old one's owner
-    (a manager acting for a researcher does not take the work over); it waits from now.
+    (or, recorded without one, the user it names): a manager acting for a researcher does not take
+    the work over. It waits from now.
     """
     workload = _locked(workload)
     if workload.state != WorkloadState.PENDING:
         raise IllegalTransition(
             f"only pending work can be resubmitted; workload {workload.pk} is {workload.state}"
         )
-    submitter = workload.owner if workload.owner_id is not None else actor
+    submitter = workload.owner or _user_named(workload.user_name) or actor
     result = workload_submit(actor=submitter, **_resubmission(workload, changes))
     workload_cancel(workload=workload, actor=actor)
     return result
