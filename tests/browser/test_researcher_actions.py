@@ -94,6 +94,7 @@ def test_a_researcher_cancels_a_job_in_the_queue_and_resubmits_one_from_a_start_
     page.click("#status [data-action=hold]")
     page.wait_for_selector("#status [data-action=release]")
     assert page.text_content("#action-notice") == "Held: it will not start until released."
+    page.wait_for_selector("#options >> text=It is held: release it to let it start.")  # re-read on the event
     screenshot(f"actions-after-resubmit-{viewport}")
     assert console_errors == []
 
