@@ -243,3 +243,18 @@ def test_a_usage_mistake_exits_2_and_an_unreachable_server_8(gpus, monkeypatch):
     from gpus_cli.main import main
 
     assert main(["ls"]) == ExitCode.UNREACHABLE
+
+
+def test_a_gpu_type_the_cluster_lacks_is_refused_and_a_checkpoint_without_resumable_warns(gpus):
+    refused = gpus("submit", "-a", "lab/vision/perception", "-g", "1", "--gpu-type", "H100")
+    assert (refused.code, refused.err) == (
+        ExitCode.REFUSED,
+        "gpus: gpu_type: main has no H100 nodes; it has A100.\n",
+    )
+    warned = gpus("submit", "-a", "lab/vision/perception", "-g", "1", "--checkpoint-interval", "10m")
+    assert warned.code == 0
+    assert (
+        warned.err
+        == "warning: A checkpoint interval only matters for resumable work: a preemption ends this workload.\n"
+    )
+    assert Workload.objects.get().checkpoint_interval_s == 600
