@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
+from notifications.checks import backend_unavailable_check
 from scheduling import pass_cache
 from scheduling.accounting import accounting_charge_owed
 from scheduling.bulk import Epoch, fetch_rows, update_rows
@@ -280,3 +281,4 @@ def persist_backend_unavailable(
     update_rows(PendingReason, [r for r in rows if r.workload_id in stored], REASON_FIELDS)
     record.reasons_written = len(rows)
     record.pending_count = len(stored) if not rows else pending.count()
+    backend_unavailable_check(cluster=cluster, now=now, error=error)
