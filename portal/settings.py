@@ -203,6 +203,7 @@ EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))  # for the file-based backend
 CELERY_TASK_ROUTES = {"budgets.whatif_run": {"queue": WHATIF_QUEUE}}
 CELERY_BEAT_SCHEDULE = {
     "scheduling-passes": {
