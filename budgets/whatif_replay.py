@@ -8,14 +8,19 @@ adds, per allocation and block of ``SYNTHETIC_BLOCK_H`` hours, synthetic jobs fo
 the rollups hold and the recorded runs do not explain:
 
     remainder(allocation, block) = max(rollup(allocation, block) - recorded(allocation, block), 0)
-    rollup = max(delivered, owed) GPU-seconds for a funded allocation (what it ran, or at least what
-             it was owed and wanted), ``used`` for work charged to no allocation
+    rollup = the GPU-seconds the allocation's funded work ran (``delivered``); ``used`` for work
+             charged to no allocation
     recorded = GPU-seconds of the recorded runs charged to it inside the block
 
 On a cluster the live scheduler ran for the whole period the remainder is ~0 and nothing is
 synthesized. A synthetic job is resumable batch work of at most one node's GPUs, submitted at the
 block's start and lasting the block, so the scale (GPU-hours per allocation) matches the delivery
 page; the waits of synthetic jobs are not reported (they are not anyone's workload).
+
+Why what ran and not what was owed: the rollups record exactly what ran, but not when unmet demand
+was queued nor how much there was beyond the entitlement (owed is capped by it), so the replay's
+"before" delivered reproduces the delivery page, while its owed counts only the demand that ran
+(an allocation the history shows under-served reads near 100% "before": compare the GPU-hours).
 """
 
 from __future__ import annotations
@@ -108,7 +113,7 @@ def rollup_seconds(*, cluster: Cluster, start: datetime, now: datetime) -> dict[
     for path, hour, used, delivered, owed in rows.values_list(
         "allocation__path", "hour", "used_gpu_s", "delivered_gpu_s", "owed_gpu_s"
     ):
-        seconds = max(delivered, owed) if path else used
+        seconds = delivered if path else used
         totals[(path or UNALLOCATED, max(_block(hour, start), 0))] += seconds
     return totals
 
