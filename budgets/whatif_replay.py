@@ -110,8 +110,8 @@ def rollup_seconds(*, cluster: Cluster, start: datetime, now: datetime) -> dict[
     """(allocation path, block) -> the GPU-seconds the rollups hold (see the module docstring)."""
     totals: dict[tuple[str, int], float] = defaultdict(float)
     rows = AllocationHour.objects.filter(cluster=cluster, hour__gte=hour_floor(start), hour__lt=now)
-    for path, hour, used, delivered, owed in rows.values_list(
-        "allocation__path", "hour", "used_gpu_s", "delivered_gpu_s", "owed_gpu_s"
+    for path, hour, used, delivered in rows.values_list(
+        "allocation__path", "hour", "used_gpu_s", "delivered_gpu_s"
     ):
         seconds = delivered if path else used
         totals[(path or UNALLOCATED, max(_block(hour, start), 0))] += seconds

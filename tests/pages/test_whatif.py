@@ -110,7 +110,9 @@ def test_the_weeks_replay_matches_the_delivery_pages_delivered_gpu_hours(history
     replayed = run.result["totals"]["before_delivered_gpu_h"]
     page = delivery_report(node=history.org, cluster=history.main, user=history.alice, now=NOW, days=7)
     assert page.delivered_gpu_h > 1000
-    print(f"replayed {replayed:.0f} GPU-h of {replay.recorded} recorded + {replay.synthesized} rebuilt jobs; page {page.delivered_gpu_h:.0f}")
+    print(
+        f"replayed {replayed:.0f} GPU-h of {replay.recorded} recorded + {replay.synthesized} rebuilt jobs; page {page.delivered_gpu_h:.0f}"
+    )
     assert replayed == pytest.approx(page.delivered_gpu_h, rel=0.20), (replayed, page.delivered_gpu_h)
 
 
