@@ -269,9 +269,9 @@ def compare_results(
             entry[f"{side}_delivered_gpu_h"] = row["delivered_gpu_hours"]
             entry[f"{side}_owed_gpu_h"] = row["owed_gpu_hours"]
     changed = sorted(p for p in edited if edited[p] != current.get(p, 0.0))
-    for path in changed:  # an edited allocation is shown even when it was owed nothing either way
-        if path in current or edited[path] > 0:
-            by_path.setdefault(path, _empty_entry(path))
+    for path in changed:  # an edited leaf is shown even when it was owed nothing either way
+        if path not in by_path and not any(other.startswith(path + "/") for other in by_path):
+            by_path[path] = _empty_entry(path)
     for path, entry in by_path.items():
         entry["budget_before"] = current.get(path, 0.0)
         entry["budget_after"] = edited.get(path, 0.0)
