@@ -38,7 +38,6 @@ from scheduling.simulator import SimulationResult, policy_config, run_simulation
 logger = logging.getLogger(__name__)
 DAYS_CHOICES = (1, 7, 14, 28)
 ACTIVE = (WhatIfStatus.QUEUED, WhatIfStatus.RUNNING)
-WHATIF_PASS_INTERVAL_S = 60.0  # the replay's pass cadence: a week is ~10,000 passes per side
 
 
 class WhatIfRefused(Exception):
@@ -232,7 +231,7 @@ def whatif_compare(*, run: WhatIfRun, now: datetime) -> dict:
     for offset, budgets in ((0.0, current), (0.5, edited)):
         replay = replay_build(cluster=run.cluster, budgets=budgets, now=now, days=run.days)
         sides.append(run_simulation(replay.inputs, config=config, progress=report(offset),
-                                    pass_interval_s=WHATIF_PASS_INTERVAL_S))  # fmt: skip
+                                    pass_interval_s=float(run.cluster.pass_interval_s)))  # fmt: skip
     before, after = sides
     result = compare_results(before.per_team, after.per_team, current=current, edited=edited)
     result["waits"] = compare_waits(before, after)
