@@ -14,6 +14,7 @@ never polls for ever. Runs are visible to their author and to staff only.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Mapping
@@ -30,7 +31,7 @@ from django.utils import timezone
 
 from budgets.models import Allocation, BudgetNode, Membership, Role
 from budgets.selectors import TreeRow, User, budget_tree
-from budgets.whatif_replay import SYNTHETIC_KIND, replay_build
+from budgets.whatif_replay import SYNTHETIC_KIND, budget_specs, replay_build
 from portal.models import WhatIfRun, WhatIfStatus
 from scheduling.models import Cluster, Node
 from scheduling.simulator import SimulationResult, policy_config, run_simulation
@@ -227,10 +228,11 @@ def whatif_compare(*, run: WhatIfRun, now: datetime) -> dict:
     def report(offset: float):  # noqa: ANN202
         return lambda fraction: WhatIfRun.objects.filter(pk=run.pk).update(progress=offset + fraction / 2)
 
+    replay = replay_build(cluster=run.cluster, budgets=current, now=now, days=run.days)
     sides = []
-    for offset, budgets in ((0.0, current), (0.5, edited)):
-        replay = replay_build(cluster=run.cluster, budgets=budgets, now=now, days=run.days)
-        sides.append(run_simulation(replay.inputs, config=config, progress=report(offset),
+    for offset, budgets in ((0.0, current), (0.5, edited)):  # the same jobs, other budgets
+        inputs = dataclasses.replace(replay.inputs, tree=budget_specs(budgets))
+        sides.append(run_simulation(inputs, config=config, progress=report(offset),
                                     pass_interval_s=float(run.cluster.pass_interval_s)))  # fmt: skip
     before, after = sides
     result = compare_results(before.per_team, after.per_team, current=current, edited=edited)
