@@ -54,14 +54,20 @@ def event_record(
     node_id: int | None = None,
     user_id: int | None = None,
     params: dict | None = None,
+    queue: bool = True,
 ) -> None:
-    """Record one event (once per ``key``) in the current transaction; fan it out after commit."""
+    """Record one event (once per ``key``) in the current transaction; fan it out after commit.
+
+    ``queue=False`` leaves the fan-out to whoever records many events at once: a scheduling pass
+    queues one ``fan_out_due`` for all of its events (``fan_out_due_queue``) instead of one task per
+    start, which would cost the pass a broker round trip per workload."""
     Event.objects.bulk_create(
         [Event(key=key[:200], kind=kind, created_at=now, cluster_id=cluster_id, workload_id=workload_id,
                node_id=node_id, user_id=user_id, params=params or {})],
         ignore_conflicts=True,
     )  # fmt: skip
-    transaction.on_commit(lambda: fan_out_queue(key[:200]), robust=True)
+    if queue:
+        transaction.on_commit(lambda: fan_out_queue(key[:200]), robust=True)
 
 
 def fan_out_queue(key: str) -> None:
@@ -73,21 +79,40 @@ def fan_out_queue(key: str) -> None:
         logger.exception("could not queue the fan-out of event %s", key)
 
 
+def fan_out_due_queue() -> None:
+    """Queue one fan-out of every event not fanned out yet (after a pass that recorded some)."""
+    from notifications.tasks import fan_out_due
+
+    try:
+        fan_out_due.apply_async(queue=settings.NOTIFICATIONS_QUEUE)
+    except Exception:  # the broker is down: the minutely sweep fans them out
+        logger.exception("could not queue the fan-out of a pass's events")
+
+
 def event_fan_out(*, key: str, now: datetime) -> list[int]:
-    """Notifications and deliveries for the event; returns the ids of deliveries still to send."""
+    """Notifications and deliveries for the event; returns the ids of the deliveries to send (none
+    when it was fanned out before: those are sent, or retried, by the tasks it queued then)."""
     with transaction.atomic():
         event = Event.objects.select_for_update().filter(key=key).first()
-        if event is None:
+        if event is None or event.fanned_out_at is not None:
             return []
-        if event.fanned_out_at is None:
-            message = message_for(event)
-            event.subject, event.body, event.url = message.subject[:300], message.body, message.url[:500]
-            event.fanned_out_at = now
-            event.save(update_fields=["subject", "body", "url", "fanned_out_at"])
-            _notify(event, recipients_for(event), now=now)
+        message = message_for(event)
+        event.subject, event.body, event.url = message.subject[:300], message.body, message.url[:500]
+        event.fanned_out_at = now
+        event.save(update_fields=["subject", "body", "url", "fanned_out_at"])
+        _notify(event, recipients_for(event), now=now)
     return list(
         Delivery.objects.filter(event=event, status=DeliveryStatus.PENDING).values_list("id", flat=True)
     )
+
+
+def deliveries_stranded(*, now: datetime, older_than_s: float = 300.0) -> list[int]:
+    """Deliveries never claimed although their event was fanned out a while ago (the queueing of
+    their send was lost, e.g. the broker was down)."""
+    cutoff = now - timedelta(seconds=older_than_s)
+    rows = Delivery.objects.filter(status=DeliveryStatus.PENDING, claimed_at__isnull=True,
+                                   event__fanned_out_at__lt=cutoff).order_by("id")  # fmt: skip
+    return list(rows.values_list("id", flat=True)[:500])
 
 
 def _notify(event: Event, recipients: Iterable[Recipient], *, now: datetime) -> None:
@@ -174,7 +199,7 @@ def notifications_mark_read(*, user: object, ids: Iterable[int] | None = None, n
 
 
 def events_unfanned(*, now: datetime, older_than_s: float = 60.0) -> list[str]:
-    """Keys of events recorded a while ago and never fanned out (their queueing was lost)."""
+    """Keys of events recorded at least ``older_than_s`` ago and not fanned out yet, oldest first."""
     cutoff = now - timedelta(seconds=older_than_s)
     rows = Event.objects.filter(fanned_out_at__isnull=True, created_at__lt=cutoff).order_by(
         "created_at", "id"

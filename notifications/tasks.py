@@ -9,6 +9,7 @@ from django.utils import timezone
 from notifications import checks
 from notifications.services import (
     DeliveryFailed,
+    deliveries_stranded,
     delivery_send,
     event_fan_out,
     events_unfanned,
@@ -23,6 +24,15 @@ def fan_out(key: str) -> int:
     for delivery_id in pending:
         deliver.apply_async(args=[delivery_id], queue=settings.NOTIFICATIONS_QUEUE)
     return len(pending)
+
+
+@shared_task(name="notifications.fan_out_due", ignore_result=True)
+def fan_out_due() -> int:
+    """Fan out every event not fanned out yet (a pass's starts and preemptions), oldest first."""
+    count = 0
+    for key in events_unfanned(now=timezone.now(), older_than_s=0.0):
+        count += fan_out(key)
+    return count
 
 
 @shared_task(name="notifications.deliver", bind=True, ignore_result=True, max_retries=None)
@@ -45,11 +55,14 @@ def check_minutely() -> dict[str, int]:
     lost = events_unfanned(now=now)
     for key in lost:
         fan_out_queue(key)
+    stranded = deliveries_stranded(now=now)
+    for delivery_id in stranded:
+        deliver.apply_async(args=[delivery_id], queue=settings.NOTIFICATIONS_QUEUE)
     return {
         "protection_ending": checks.protection_ending_check(now=now),
         "availability_low": checks.availability_check(now=now),
         "passes_failing": checks.passes_failing_check(now=now),
-        "requeued": len(lost),
+        "requeued": len(lost) + len(stranded),
     }
 
 

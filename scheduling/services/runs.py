@@ -1,4 +1,8 @@
-"""Run services: open a run when a workload starts, close it when it stops. Idempotent by attempt."""
+"""Run services: open a run when a workload starts, close it when it stops. Idempotent by attempt.
+
+Opening a run records a "started" event, closing one preempted a "preempted" event (notifications),
+in the caller's transaction; the pass fans its events out once, after it commits.
+"""
 
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ def run_open(
     if created:
         charge_until_watermark(run=run, since=started_at, sign=1.0)
         event_record(kind=EventKind.STARTED, key=f"started:{workload.pk}:{attempt}", now=started_at,
-                     cluster_id=workload.cluster_id, workload_id=workload.pk, params={"attempt": attempt, "run_id": run.pk})  # fmt: skip
+                     cluster_id=workload.cluster_id, workload_id=workload.pk, params={"attempt": attempt, "run_id": run.pk}, queue=False)  # fmt: skip
     return run, created
 
 
@@ -56,5 +60,5 @@ def run_close(*, run: Run, ended_at: datetime, reason: str) -> bool:
     charge_until_watermark(run=run, since=ended_at, sign=-1.0)
     if reason == EndReason.PREEMPTED:
         event_record(kind=EventKind.PREEMPTED, key=f"preempted:{run.workload_id}:{run.attempt}", now=ended_at,
-                     cluster_id=run.cluster_id, workload_id=run.workload_id, params={"run_id": run.pk})  # fmt: skip
+                     cluster_id=run.cluster_id, workload_id=run.workload_id, params={"run_id": run.pk}, queue=False)  # fmt: skip
     return True
