@@ -203,3 +203,20 @@ def test_runs_closed_for_other_reasons_tell_nobody(lab):
     Event.objects.all().delete()
     run_close(run=run, ended_at=NOW + timedelta(hours=1), reason="completed")
     assert not Event.objects.exists() and Run.objects.get().end_reason == "completed"
+
+
+def test_a_pass_that_starts_several_workloads_queues_one_fan_out_for_all(
+    lab, django_capture_on_commit_callbacks
+):
+    from scheduling.passes import run_pass
+    from scheduling.services import workload_submit
+    from tests.scheduling.conftest import T0
+
+    for _ in range(3):
+        workload_submit(actor=lab.bob, cluster=lab.main, allocation_path="lab/vision/perception", gpus=2,
+                        now=T0, metadata={"duration_s": 600})  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        run_pass(cluster_id=lab.main.pk, now=T0 + timedelta(seconds=10))
+    assert Event.objects.filter(kind="started").count() == 3
+    fan_outs = [callback for callback in queued if getattr(callback, "__name__", "") == "fan_out_due_queue"]
+    assert len(fan_outs) == 1
