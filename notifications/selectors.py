@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from budgets.models import BudgetNode, Role
 from notifications.models import DEFAULT_CHANNELS, EventKind, Notification, Preference, Webhook
 
 PAGE_SIZE = 100
@@ -30,6 +31,15 @@ def preferences_for(user: object) -> list[tuple[str, str, dict[str, bool]]]:
         )
         rows.append((kind, label, channels))
     return rows
+
+
+def managed_node_webhooks(user: object) -> list[tuple[BudgetNode, str]]:
+    """(node, its webhook URL or "") for each node the user manages, by path."""
+    nodes = BudgetNode.objects.filter(
+        memberships__user=user, memberships__role=Role.MANAGER, archived=False
+    ).order_by("path")
+    urls = dict(Webhook.objects.filter(node__in=nodes).order_by("-id").values_list("node_id", "url"))
+    return [(node, urls.get(node.pk, "")) for node in nodes]
 
 
 def user_webhook(user: object) -> Webhook | None:

@@ -225,3 +225,16 @@ def preferences_set(*, user: object, data: dict[str, bool], webhook_url: str) ->
     Webhook.objects.filter(user=user).delete()
     if webhook_url:
         Webhook.objects.create(user=user, url=webhook_url)
+
+
+@transaction.atomic
+def node_webhooks_set(*, managed: Iterable[object], urls: dict[int, str]) -> None:
+    """Set the one webhook of each node in ``managed`` (the caller's managed nodes) from ``urls``
+    by node id; "" removes it. Nodes the caller does not manage are never touched."""
+    from notifications.models import Webhook
+
+    for node in managed:
+        url = urls.get(node.pk, "")
+        Webhook.objects.filter(node=node).delete()
+        if url:
+            Webhook.objects.create(node=node, url=url)

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from notifications import selectors
-from notifications.services import notifications_mark_read, preferences_set
+from notifications.services import node_webhooks_set, notifications_mark_read, preferences_set
 
 
 @login_required
@@ -41,23 +41,37 @@ def mark_read(request: HttpRequest) -> HttpResponse:
     return redirect("notifications:list")
 
 
+def url_error(url: str) -> str:
+    try:
+        if url:
+            URLValidator(schemes=["http", "https"])(url)
+    except ValidationError:
+        return "Enter a full http:// or https:// URL (e.g. a Slack incoming webhook)."
+    return ""
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def preferences(request: HttpRequest) -> HttpResponse:
-    error, url = "", request.POST.get("webhook_url", "").strip()
-    if request.method == "POST":
-        try:
-            if url:
-                URLValidator(schemes=["http", "https"])(url)
-        except ValidationError:
-            error = "Enter a full http:// or https:// URL (e.g. a Slack incoming webhook)."
-        else:
-            preferences_set(
-                user=request.user, data={k: True for k in request.POST if "." in k}, webhook_url=url
-            )
-            messages.success(request, "Notification preferences saved.")
-            return redirect("notifications:preferences")
+    managed = selectors.managed_node_webhooks(request.user)
+    posted = request.method == "POST"
+    url = request.POST.get("webhook_url", "").strip()
+    node_urls = {node.pk: request.POST.get(f"node-{node.pk}", "").strip() for node, _ in managed}
+    errors = {"webhook_url": url_error(url), **{f"node-{pk}": url_error(u) for pk, u in node_urls.items()}}
+    errors = {field: error for field, error in errors.items() if error and posted}
+    if posted and not errors:
+        preferences_set(user=request.user, data={k: True for k in request.POST if "." in k}, webhook_url=url)
+        node_webhooks_set(managed=[node for node, _ in managed], urls=node_urls)
+        messages.success(request, "Notification preferences saved.")
+        return redirect("notifications:preferences")
     hook = selectors.user_webhook(request.user)
-    context = {"rows": selectors.preferences_for(request.user), "webhook_url": url or (hook.url if hook else ""),
-               "error": error}  # fmt: skip
-    return render(request, "notifications/preferences.html", context, status=400 if error else 200)
+    context = {
+        "rows": selectors.preferences_for(request.user),
+        "webhook_url": url if posted else (hook.url if hook else ""),
+        "nodes": [
+            (node, node_urls[node.pk] if posted else saved, errors.get(f"node-{node.pk}"))
+            for node, saved in managed
+        ],
+        "errors": errors,
+    }
+    return render(request, "notifications/preferences.html", context, status=400 if errors else 200)

@@ -220,3 +220,16 @@ def test_a_pass_that_starts_several_workloads_queues_one_fan_out_for_all(
     assert Event.objects.filter(kind="started").count() == 3
     fan_outs = [callback for callback in queued if getattr(callback, "__name__", "") == "fan_out_due_queue"]
     assert len(fan_outs) == 1
+
+
+def test_a_manager_sets_the_webhook_of_a_node_they_manage_and_no_other(lab):
+    client = client_for(lab.alice)
+    page = client.get("/notifications/preferences/").content.decode()
+    assert f'name="node-{lab.vision.pk}"' in page and f'name="node-{lab.language.pk}"' not in page
+    bad = client.post("/notifications/preferences/", {f"node-{lab.vision.pk}": "ftp://x"})
+    assert bad.status_code == 400 and f'id="node-{lab.vision.pk}-errors"' in bad.content.decode()
+    client.post("/notifications/preferences/", {f"node-{lab.vision.pk}": "https://hooks.example.org/vision",
+                                                f"node-{lab.language.pk}": "https://evil.example.org/"})  # fmt: skip
+    assert list(Webhook.objects.values_list("node__path", "url")) == [
+        ("lab/vision", "https://hooks.example.org/vision")
+    ]
