@@ -233,3 +233,17 @@ def test_a_manager_sets_the_webhook_of_a_node_they_manage_and_no_other(lab):
     assert list(Webhook.objects.values_list("node__path", "url")) == [
         ("lab/vision", "https://hooks.example.org/vision")
     ]
+
+
+def test_a_refused_start_is_told_once_per_streak_and_the_hold_after_three(lab):
+    from scheduling.dispatch import _count_refused_start
+
+    w = workload(lab, lab.bob)
+    for second in range(3):
+        _count_refused_start(w.pk, "QOSMaxGRESPerUser", now=NOW + timedelta(seconds=10 * second))
+    fan_out_all()
+    kinds = sorted(Notification.objects.filter(user=lab.bob).values_list("event__kind", flat=True))
+    assert kinds == ["held", "start_refused"]
+    refused = Event.objects.get(kind="start_refused")
+    assert "refused to start your workload" in refused.body and "QOSMaxGRESPerUser" in refused.body
+    assert "held by scheduler" in Event.objects.get(kind="held").body
