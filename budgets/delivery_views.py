@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
@@ -15,7 +15,6 @@ from budgets.selectors import budget_node_for_user, cluster_for_user, cluster_li
 from portal import charts
 from portal.csv_export import delivery_csv, wants_csv
 from portal.metrics import PERIODS_DAYS
-from portal.models import WhatIfRun
 from portal.pages import parse_days
 
 
@@ -69,23 +68,37 @@ def _ancestors(node: BudgetNode) -> list[BudgetNode]:
 @require_http_methods(["GET", "POST"])
 def whatif_page(request: HttpRequest, cluster_slug: str) -> HttpResponse:
     cluster = cluster_for_user(user=request.user, slug=cluster_slug)
+    context = {"cluster": cluster, "run": None, "may_run": whatif.may_run_whatif(request.user),
+               "errors": {}, "values": {}, "days": 7, "days_choices": whatif.DAYS_CHOICES}  # fmt: skip
+    status = 200
     if request.method == "POST":
-        edits = whatif.parse_budget_edits(request.POST)
-        run = whatif.whatif_start(
-            cluster=cluster,
-            user=request.user,
-            budgets=edits,
-            days=whatif.parse_days(request.POST.get("days", 7)),
+        edits = whatif.parse_form(data=request.POST, cluster=cluster)
+        context.update(errors=edits.errors, values=request.POST, days=edits.days)
+        if not edits.errors:
+            try:
+                run = whatif.whatif_start(
+                    cluster=cluster, user=request.user, budgets=edits.budgets, days=edits.days
+                )
+            except whatif.WhatIfRefused as refused:
+                context["refused"], status = str(refused), 429
+            else:
+                return redirect("budgets:whatif_run", run_id=run.pk)
+        else:
+            status = 400
+    context["rows"] = [
+        (
+            row,
+            context["values"].get(f"budget-{row.node.pk}", ""),
+            context["errors"].get(f"budget-{row.node.pk}"),
         )
-        return redirect("budgets:whatif_run", run_id=run.pk)
-    rows = whatif.editable_rows(cluster=cluster, user=request.user)
-    context = {"cluster": cluster, "rows": rows, "run": None, "may_run": whatif.may_run_whatif(request.user)}
-    return render(request, "budgets/delivery/whatif.html", context)
+        for row in whatif.editable_rows(cluster=cluster, user=request.user)
+    ]
+    return render(request, "budgets/delivery/whatif.html", context, status=status)
 
 
 @login_required
 @require_GET
 def whatif_run(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = get_object_or_404(WhatIfRun.objects.select_related("cluster"), pk=run_id)
+    run = whatif.whatif_run_for_user(user=request.user, run_id=run_id)
     template = "budgets/delivery/_whatif_progress.html" if request.htmx else "budgets/delivery/whatif.html"
     return render(request, template, {"cluster": run.cluster, "run": run, "rows": None})

@@ -1,59 +1,140 @@
-"""What-if: replay the last days' recorded workloads through the simulator with edited budgets.
+"""What-if: replay the period's recorded workloads through the simulator with edited budgets.
 
-The same recorded jobs run twice through :func:`scheduling.simulator.run_simulation` (the real
-policy on a virtual clock): once with today's budgets, once with the edits; the page shows each
-allocation's delivered / owed before and after. It runs in a background thread of the web process
-(so it works in ``make demo`` without a worker) and writes its progress to the ``WhatIfRun`` row,
-which the page polls with htmx. Durations are what the workloads really ran (or their declared
-maximum runtime, or one hour, for work that never ran).
+The same jobs (``budgets.whatif_replay``: the recorded workloads, plus what only the rollups know)
+run twice through :func:`scheduling.simulator.run_simulation` (the real policy on a virtual clock):
+once with today's budgets, once with the edits. The result holds, per allocation, the budget and
+the delivered and owed GPU-hours before and after (and their ratio), and the waits per class.
+
+A run is a Celery task (``budgets.tasks.whatif_run``, queued on commit on ``WHATIF_QUEUE``) that
+writes its progress to the ``WhatIfRun`` row, which the page polls. A user has at most one run
+queued or running, the site at most ``WHATIF_MAX_ACTIVE`` (both claimed in the database when the
+run is created); a run no worker finished within ``WHATIF_STALE_S`` is marked failed, so a page
+never polls for ever. Runs are visible to their author and to staff only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import threading
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
-from django.db import close_old_connections, transaction
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import Http404
 from django.utils import timezone
 
 from budgets.models import Allocation, BudgetNode, Membership, Role
 from budgets.selectors import TreeRow, User, budget_tree
+from budgets.whatif_replay import SYNTHETIC_KIND, budget_specs, replay_build
 from portal.models import WhatIfRun, WhatIfStatus
-from scheduling.models import Cluster, Node, Run, Workload
-from scheduling.policy import BudgetNodeSpec, ClusterNodeSpec
-from scheduling.simulator import SimJob, SimulationInput, policy_config, run_simulation
+from scheduling.models import Cluster, Node
+from scheduling.simulator import SimulationResult, policy_config, run_simulation
 
 logger = logging.getLogger(__name__)
-MAX_DAYS = 28
-MAX_JOBS = 20000
+DAYS_CHOICES = (1, 7, 14, 28)
+ACTIVE = (WhatIfStatus.QUEUED, WhatIfStatus.RUNNING)
+
+
+class WhatIfRefused(Exception):
+    """A cap is reached: the user's one run, or the site's few, are still queued or running."""
+
+
+@dataclass
+class BudgetEdits:
+    """Parsed form or API input: valid edits by node path, and errors by field name."""
+
+    budgets: dict[str, float] = field(default_factory=dict)
+    days: int = 7
+    errors: dict[str, str] = field(default_factory=dict)
 
 
 def editable_rows(*, cluster: Cluster, user: User) -> list[TreeRow]:
     return budget_tree(cluster=cluster, user=user).rows
 
 
-def parse_budget_edits(data: Mapping[str, str]) -> dict[str, float]:
-    """``budget-<node id>`` fields -> {node path: GPUs}; blanks and bad numbers are ignored."""
-    edits: dict[int, float] = {}
-    for key, value in data.items():
-        if key.startswith("budget-") and str(value).strip():
-            try:
-                edits[int(key.removeprefix("budget-"))] = max(float(value), 0.0)
-            except ValueError:
-                continue
-    paths = dict(BudgetNode.objects.filter(pk__in=edits).values_list("pk", "path"))
-    return {paths[pk]: gpus for pk, gpus in edits.items() if pk in paths}
+def cluster_gpus(cluster: Cluster) -> int:
+    return sum(Node.objects.filter(cluster=cluster).values_list("gpus", flat=True))
 
 
-def parse_days(value: object) -> int:
-    """The replay length in days, 1..MAX_DAYS; anything unreadable is a week."""
+def budget_error(value: object, *, installed: int) -> tuple[float | None, str]:
+    """One budget in GPUs: (value, "") or (None, why it is refused). 0 is a valid budget."""
     try:
-        return min(max(int(str(value)), 1), MAX_DAYS)
+        gpus = float(str(value).strip())
     except ValueError:
-        return 7
+        return None, f"“{value}” is not a number of GPUs; enter e.g. 8 or 12.5."
+    if not math.isfinite(gpus):
+        return None, "Enter a finite number of GPUs."
+    if gpus < 0:
+        return None, "A budget cannot be negative; 0 removes it."
+    if gpus > installed:
+        return None, f"Larger than the cluster ({installed} GPUs)."
+    return gpus, ""
+
+
+def parse_days(value: object) -> tuple[int, str]:
+    try:
+        days = int(str(value).strip())
+    except ValueError:
+        days = 0
+    if days not in DAYS_CHOICES:
+        return 7, f"Choose one of {', '.join(map(str, DAYS_CHOICES))} days."
+    return days, ""
+
+
+def parse_form(*, data: Mapping[str, str], cluster: Cluster) -> BudgetEdits:
+    """``budget-<node id>`` fields and ``days``; blanks mean "unchanged", anything else is checked."""
+    installed = cluster_gpus(cluster)
+    raw = {key: str(value) for key, value in data.items() if key.startswith("budget-") and str(value).strip()}
+    ids = {key: key.removeprefix("budget-") for key in raw}
+    paths = dict(
+        BudgetNode.objects.filter(pk__in=[i for i in ids.values() if i.isdigit()]).values_list("pk", "path")
+    )
+    edits = BudgetEdits()
+    edits.days, days_error = parse_days(data.get("days", 7))
+    if days_error:
+        edits.errors["days"] = days_error
+    for key, value in raw.items():
+        node_id = ids[key]
+        if not node_id.isdigit() or int(node_id) not in paths:
+            edits.errors[key] = "No such budget node."
+            continue
+        gpus, error = budget_error(value, installed=installed)
+        if error:
+            edits.errors[key] = error
+        else:
+            edits.budgets[paths[int(node_id)]] = gpus
+    return edits
+
+
+def parse_api(*, data: Mapping, cluster: Cluster) -> BudgetEdits:
+    """``{"days": 7, "budgets": {"node path": GPUs}}``; errors keyed ``budgets.<path>`` and ``days``."""
+    installed = cluster_gpus(cluster)
+    edits = BudgetEdits()
+    edits.days, days_error = parse_days(data.get("days", 7))
+    if days_error:
+        edits.errors["days"] = days_error
+    budgets = data.get("budgets") or {}
+    if not isinstance(budgets, Mapping):
+        edits.errors["budgets"] = "A mapping of budget node path to GPUs."
+        return edits
+    known = set(BudgetNode.objects.filter(path__in=[str(p) for p in budgets]).values_list("path", flat=True))
+    for path, value in budgets.items():
+        gpus, error = (
+            (None, "No such budget node.")
+            if str(path) not in known
+            else budget_error(value, installed=installed)
+        )
+        if error:
+            edits.errors[f"budgets.{path}"] = error
+        else:
+            edits.budgets[str(path)] = gpus
+    return edits
 
 
 def may_run_whatif(user: User) -> bool:
@@ -64,77 +145,156 @@ def may_run_whatif(user: User) -> bool:
     )
 
 
-def whatif_start(*, cluster: Cluster, user: User, budgets: dict[str, float], days: int) -> WhatIfRun:
-    """Queue a replay; PermissionDenied unless :func:`may_run_whatif`."""
-    if not may_run_whatif(user):
-        raise PermissionDenied("Only managers and on-call staff may run a what-if.")
-    run = WhatIfRun.objects.create(
-        cluster=cluster, requested_by=user if user.is_authenticated else None,
-        budgets=budgets, days=min(max(days, 1), MAX_DAYS),
-    )  # fmt: skip
-    transaction.on_commit(lambda: threading.Thread(target=_in_thread, args=(run.pk,), daemon=True).start())
+def whatif_runs_visible(user: User) -> QuerySet[WhatIfRun]:
+    """The one scope of what-if runs: staff see all, others their own, anonymous none."""
+    runs = WhatIfRun.objects.select_related("cluster")
+    if not user.is_authenticated:
+        return runs.none()
+    return runs if user.is_staff else runs.filter(requested_by=user)
+
+
+def whatif_run_for_user(*, user: User, run_id: int) -> WhatIfRun:
+    """404 for a run the user may not see (as for one that does not exist); stale runs fail here."""
+    try:
+        run = whatif_runs_visible(user).get(pk=run_id)
+    except WhatIfRun.DoesNotExist:
+        raise Http404("No such what-if run.") from None
+    if run.status in ACTIVE and whatif_expire_stale(now=timezone.now()):
+        run.refresh_from_db()
     return run
 
 
-def _in_thread(run_id: int) -> None:
-    """A background thread gets its own database connection, closed when it is done."""
-    close_old_connections()
-    try:
-        whatif_execute(run_id)
-    finally:
-        close_old_connections()
+def whatif_expire_stale(*, now: datetime) -> int:
+    """Runs queued or running for longer than WHATIF_STALE_S become failed (no worker, or it died)."""
+    cutoff = now - timedelta(seconds=settings.WHATIF_STALE_S)
+    return WhatIfRun.objects.filter(status__in=ACTIVE, created_at__lt=cutoff).update(
+        status=WhatIfStatus.FAILED,
+        error=f"No worker finished this replay within {settings.WHATIF_STALE_S // 60} minutes; try again.",
+    )
+
+
+def whatif_start(*, cluster: Cluster, user: User, budgets: dict[str, float], days: int) -> WhatIfRun:
+    """Create a queued run and queue its task on commit.
+
+    PermissionDenied unless :func:`may_run_whatif`; WhatIfRefused when the user already has a run
+    queued or running, or the site has WHATIF_MAX_ACTIVE. The claim is made under a lock on the
+    user's row, so two requests of one user cannot both pass the check.
+    """
+    if not may_run_whatif(user):
+        raise PermissionDenied("Only managers and on-call staff may run a what-if.")
+    from budgets.tasks import whatif_run
+
+    with transaction.atomic():
+        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+        whatif_expire_stale(now=timezone.now())
+        active = WhatIfRun.objects.filter(status__in=ACTIVE)
+        if active.filter(requested_by=user).exists():
+            raise WhatIfRefused("You already have a what-if running; wait for it to finish.")
+        if active.count() >= settings.WHATIF_MAX_ACTIVE:
+            raise WhatIfRefused(
+                f"{settings.WHATIF_MAX_ACTIVE} what-ifs are already running on this site; try again shortly."
+            )
+        run = WhatIfRun.objects.create(cluster=cluster, requested_by=user, budgets=budgets, days=days)
+        transaction.on_commit(lambda: whatif_run.apply_async(args=[run.pk], queue=settings.WHATIF_QUEUE))
+    return run
 
 
 def whatif_execute(run_id: int) -> None:
-    """Run both simulations and store the comparison; failures end up on the row, not in a log only."""
+    """Run both simulations and store the comparison; a failure ends up on the row (the page says so).
+
+    Only a queued run is claimed (a conditional UPDATE), so a task delivered twice runs once.
+    """
+    claimed = WhatIfRun.objects.filter(pk=run_id, status=WhatIfStatus.QUEUED).update(
+        status=WhatIfStatus.RUNNING, progress=0.0
+    )
+    if not claimed:
+        return
     try:
         run = WhatIfRun.objects.select_related("cluster").get(pk=run_id)
-        WhatIfRun.objects.filter(pk=run_id).update(status=WhatIfStatus.RUNNING, progress=0.0)
-        run.result = whatif_compare(run=run, now=timezone.now())
-        run.status, run.progress = WhatIfStatus.DONE, 1.0
-        run.save(update_fields=["result", "status", "progress"])
-    except Exception as error:  # the page must say it failed
+        result = whatif_compare(run=run, now=timezone.now())
+        WhatIfRun.objects.filter(pk=run_id).update(result=result, status=WhatIfStatus.DONE, progress=1.0)
+    except Exception as error:  # the page must say it failed, not poll for ever
         logger.exception("what-if %s failed", run_id)
-        WhatIfRun.objects.filter(pk=run_id).update(status=WhatIfStatus.FAILED, error=str(error)[:2000])
+        WhatIfRun.objects.filter(pk=run_id).update(
+            status=WhatIfStatus.FAILED, error=f"{type(error).__name__}: {error}"[:2000]
+        )
 
 
 def whatif_compare(*, run: WhatIfRun, now: datetime) -> dict:
     current = current_budgets(cluster=run.cluster)
     edited = {**current, **run.budgets}
-    base = simulation_input(cluster=run.cluster, budgets=current, now=now, days=run.days)
     config = policy_config("fairshare", window_s=run.cluster.window_days * 86400.0)
 
     def report(offset: float):  # noqa: ANN202
         return lambda fraction: WhatIfRun.objects.filter(pk=run.pk).update(progress=offset + fraction / 2)
 
-    before = run_simulation(base, config=config, progress=report(0.0))
-    after_input = simulation_input(cluster=run.cluster, budgets=edited, now=now, days=run.days)
-    after = run_simulation(after_input, config=config, progress=report(0.5))
-    return compare_results(before.per_team, after.per_team, current=current, edited=edited)
+    replay = replay_build(cluster=run.cluster, budgets=current, now=now, days=run.days)
+    sides = []
+    for offset, budgets in ((0.0, current), (0.5, edited)):  # the same jobs, other budgets
+        inputs = dataclasses.replace(replay.inputs, tree=budget_specs(budgets))
+        sides.append(run_simulation(inputs, config=config, progress=report(offset),
+                                    pass_interval_s=float(run.cluster.pass_interval_s)))  # fmt: skip
+    before, after = sides
+    result = compare_results(before.per_team, after.per_team, current=current, edited=edited)
+    result["waits"] = compare_waits(before, after)
+    result["replayed"] = {"recorded": replay.recorded, "synthesized": replay.synthesized}
+    return result
+
+
+def compare_waits(before: SimulationResult, after: SimulationResult) -> list[dict]:
+    """Per workload class (recorded workloads only): jobs and wait p50 / p90 before and after."""
+    tables = [
+        {k: v for k, v in dict(side.summary.get("by_kind") or {}).items() if k != SYNTHETIC_KIND}
+        for side in (before, after)
+    ]
+    rows = []
+    for name in sorted(set(tables[0]) | set(tables[1])):
+        b, a = tables[0].get(name, {}), tables[1].get(name, {})
+        rows.append({"workload_class": name, "jobs": b.get("jobs") or a.get("jobs") or 0,
+                     "before_p50_s": b.get("wait_p50_s"), "before_p90_s": b.get("wait_p90_s"),
+                     "after_p50_s": a.get("wait_p50_s"), "after_p90_s": a.get("wait_p90_s")})  # fmt: skip
+    return rows
 
 
 def compare_results(
     before: list[dict], after: list[dict], *, current: dict[str, float], edited: dict[str, float]
 ) -> dict:
-    """Per allocation: budget and delivered / owed before and after; those whose budget or an
-    ancestor's budget changed come first (``changed``)."""
+    """Per allocation: budget, delivered and owed GPU-hours and their ratio, before and after; those
+    whose budget or an ancestor's budget changed come first (``changed``). A side on which the
+    allocation was owed nothing (e.g. a 0-GPU budget) reads as 0 GPU-hours and no ratio."""
     by_path: dict[str, dict] = {}
     for side, rows in (("before", before), ("after", after)):
         for row in rows:
-            entry = by_path.setdefault(row["allocation"], {"allocation": row["allocation"]})
+            entry = by_path.setdefault(row["allocation"], _empty_entry(row["allocation"]))
             entry[f"{side}_ratio"] = row["delivered_owed_ratio"]
             entry[f"{side}_delivered_gpu_h"] = row["delivered_gpu_hours"]
             entry[f"{side}_owed_gpu_h"] = row["owed_gpu_hours"]
     changed = sorted(p for p in edited if edited[p] != current.get(p, 0.0))
+    for path in changed:  # an edited leaf is shown even when it was owed nothing either way
+        if path not in by_path and not any(other.startswith(path + "/") for other in by_path):
+            by_path[path] = _empty_entry(path)
     for path, entry in by_path.items():
         entry["budget_before"] = current.get(path, 0.0)
         entry["budget_after"] = edited.get(path, 0.0)
-        entry["changed"] = any(
-            path == c or path.startswith(c + "/") for c in changed
-        )  # itself or under an edit
+        entry["changed"] = any(path == c or path.startswith(c + "/") for c in changed)  # itself or under
     rows = sorted(by_path.values(), key=lambda e: (not e["changed"], e["allocation"]))
     edits = [{"path": p, "before": current.get(p, 0.0), "after": edited[p]} for p in changed]
-    return {"rows": rows, "edited": changed, "edits": edits}
+    totals = {
+        key: round(sum(row[key] for row in rows), 1)
+        for key in (
+            "before_delivered_gpu_h",
+            "before_owed_gpu_h",
+            "after_delivered_gpu_h",
+            "after_owed_gpu_h",
+        )
+    }
+    return {"rows": rows, "edited": changed, "edits": edits, "totals": totals}
+
+
+def _empty_entry(path: str) -> dict:
+    return {"allocation": path, "before_ratio": None, "after_ratio": None,
+            "before_delivered_gpu_h": 0.0, "before_owed_gpu_h": 0.0,
+            "after_delivered_gpu_h": 0.0, "after_owed_gpu_h": 0.0}  # fmt: skip
 
 
 def current_budgets(*, cluster: Cluster) -> dict[str, float]:
@@ -142,44 +302,3 @@ def current_budgets(*, cluster: Cluster) -> dict[str, float]:
         path: float(gpus)
         for path, gpus in Allocation.objects.filter(cluster=cluster).values_list("node__path", "gpus")
     }
-
-
-def simulation_input(
-    *, cluster: Cluster, budgets: dict[str, float], now: datetime, days: int
-) -> SimulationInput:
-    """The cluster's nodes, the tree with ``budgets``, and the workloads submitted in the last ``days``."""
-    start = now - timedelta(days=days)
-    nodes = tuple(
-        ClusterNodeSpec(name=n, gpus=g, gpu_type=t, domain=d, healthy=True)
-        for n, g, t, d in Node.objects.filter(cluster=cluster).order_by("name").values_list("name", "gpus", "gpu_type", "topology_domain")
-    )  # fmt: skip
-    parents = dict(BudgetNode.objects.values_list("path", "parent__path"))
-    tree = tuple(
-        BudgetNodeSpec(path=p, parent=parents[p], budget=budgets.get(p, 0.0)) for p in sorted(parents)
-    )
-    return SimulationInput(
-        name=f"what-if {cluster.slug}", cluster_nodes=nodes, tree=tree,
-        jobs=tuple(recorded_jobs(cluster=cluster, start=start, now=now)), days=days,
-    )  # fmt: skip
-
-
-def recorded_jobs(*, cluster: Cluster, start: datetime, now: datetime) -> list[SimJob]:
-    ran: dict[int, float] = {}
-    for workload_id, started, ended in Run.objects.filter(
-        cluster=cluster, workload__submitted_at__gte=start
-    ).values_list("workload_id", "started_at", "ended_at"):
-        ran[workload_id] = ran.get(workload_id, 0.0) + ((ended or now) - started).total_seconds()
-    rows = Workload.objects.filter(cluster=cluster, submitted_at__gte=start, submitted_at__lt=now).order_by(
-        "submitted_at", "id"
-    )
-    jobs = []
-    for w in rows.values("id", "allocation__path", "user_name", "gpus", "submitted_at", "workload_class",
-                         "min_runtime_s", "resumable", "max_runtime_s", "gpus_per_node")[:MAX_JOBS]:  # fmt: skip
-        duration = ran.get(w["id"]) or float(w["max_runtime_s"] or 3600)
-        jobs.append(SimJob(
-            id=w["id"], allocation=w["allocation__path"] or "~unallocated", user=w["user_name"], gpus=w["gpus"],
-            submit_s=(w["submitted_at"] - start).total_seconds(), duration_s=max(duration, 1.0),
-            workload_class=w["workload_class"], min_runtime_s=float(w["min_runtime_s"]), resumable=w["resumable"],
-            max_runtime_s=float(w["max_runtime_s"]) if w["max_runtime_s"] else None, gpus_per_node=w["gpus_per_node"],
-        ))  # fmt: skip
-    return jobs

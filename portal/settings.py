@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from celery.schedules import crontab
+
 from portal.env import (
     ImproperlyConfiguredEnv,
     env_bool,
@@ -65,6 +67,7 @@ INSTALLED_APPS = [
     "portal",
     "budgets",
     "scheduling",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -173,6 +176,35 @@ SCHEDULING_PASS_LEASE_S = env_int("SCHEDULING_PASS_LEASE_S", 300, minimum=10)
 # Passes that decided nothing and utilisation samples are dropped once the rollups hold them and
 # they are this old (portal.retention; beat runs it daily, `manage.py prune_history` on demand).
 HISTORY_RETENTION_DAYS = env_int("HISTORY_RETENTION_DAYS", 30, minimum=1)
+# What-if replays (budgets.whatif): their own queue, so a long replay never delays a pass; at most one
+# queued or running per user and WHATIF_MAX_ACTIVE per site; one unfinished after WHATIF_STALE_S fails.
+WHATIF_QUEUE = env_str("WHATIF_QUEUE", "whatif")
+WHATIF_MAX_ACTIVE = env_int("WHATIF_MAX_ACTIVE", 3, minimum=1)
+WHATIF_STALE_S = env_int("WHATIF_STALE_S", 1800, minimum=60)
+# Notifications (notifications/): sent by tasks on this queue; e-mail through EMAIL_BACKEND.
+NOTIFICATIONS_QUEUE = env_str("NOTIFICATIONS_QUEUE", "celery")
+NOTIFY_PROTECTION_WARNING_MIN = env_int("NOTIFY_PROTECTION_WARNING_MIN", 15, minimum=1)
+NOTIFY_AVAILABILITY_BELOW_PCT = env_int("NOTIFY_AVAILABILITY_BELOW_PCT", 90, minimum=1)
+NOTIFY_BACKEND_DOWN_MIN = env_int("NOTIFY_BACKEND_DOWN_MIN", 5, minimum=1)
+NOTIFY_FAILED_PASSES = env_int("NOTIFY_FAILED_PASSES", 3, minimum=1)
+NOTIFY_WEBHOOK_TIMEOUT_S = env_int("NOTIFY_WEBHOOK_TIMEOUT_S", 5, minimum=1)
+NOTIFY_WEBHOOK_RETRIES = env_int("NOTIFY_WEBHOOK_RETRIES", 5, minimum=0)
+NOTIFY_WEBHOOK_BACKOFF_S = env_int("NOTIFY_WEBHOOK_BACKOFF_S", 30, minimum=0)
+PORTAL_URL = env_str("PORTAL_URL", "http://127.0.0.1:8000")
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if DEBUG
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))  # for the file-based backend
+CELERY_TASK_ROUTES = {"budgets.whatif_run": {"queue": WHATIF_QUEUE}}
 CELERY_BEAT_SCHEDULE = {
     "scheduling-passes": {
         "task": "scheduling.schedule_passes",
@@ -181,6 +213,13 @@ CELERY_BEAT_SCHEDULE = {
     "prune-history": {
         "task": "portal.prune_history",
         "schedule": 86400.0,
+    },
+    # notifications: protection ending and on-call health every minute, managers' checks less often
+    "notify-minutely": {"task": "notifications.check_minutely", "schedule": 60.0},
+    "notify-under-owed": {"task": "notifications.check_under_owed", "schedule": 3600.0},
+    "notify-weekly-digest": {
+        "task": "notifications.weekly_digest",
+        "schedule": crontab(day_of_week=env_int("NOTIFY_DIGEST_WEEKDAY", 1, minimum=0), hour=8, minute=0),
     },
 }
 

@@ -13,6 +13,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("budgets/", include("budgets.urls")),
     path("scheduling/", include("scheduling.urls")),
+    path("notifications/", include("notifications.urls")),
     path("api/v1/", include("budgets.api.urls")),
     path("api/v1/", include("scheduling.api.urls")),
     path("api/v1/", include("portal.api.urls")),

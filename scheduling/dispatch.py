@@ -15,6 +15,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from notifications.models import EventKind
+from notifications.services import event_record
 from scheduling.backends.base import (
     Action,
     ActionsRefused,
@@ -40,6 +42,7 @@ from scheduling.services.workloads import (
     START_REFUSALS,
     IllegalTransition,
     workload_forget_refusals,
+    workload_held_record,
     workload_transition,
 )
 
@@ -96,6 +99,11 @@ def _count_refused_start(workload_id: int, why: str, *, now: datetime) -> None:
         workload.held_note = note[:500]
         fields += ["held", "held_by", "held_at", "held_note"]
     workload.save(update_fields=fields)
+    if metadata[START_REFUSALS] == 1:  # the first of a streak; a third in a row holds it (told below)
+        event_record(kind=EventKind.START_REFUSED, key=f"start_refused:{workload_id}:{now.isoformat()}",
+                     now=now, cluster_id=workload.cluster_id, workload_id=workload_id, params={"why": why})  # fmt: skip
+    if "held" in fields:
+        workload_held_record(workload)
 
 
 def submit_new(*, cluster: Cluster, backend: Backend) -> int:

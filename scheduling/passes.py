@@ -130,6 +130,7 @@ def _pass_run(
         record.finished_at = now + timedelta(milliseconds=record.total_ms)
         record.save()
         _rollups_fold_on_commit(record)
+        _notifications_on_commit(record)
 
 
 def _phases(
@@ -181,6 +182,15 @@ def _rollups_fold_on_commit(record: SchedulingPass) -> None:
         SchedulingPass.objects.filter(pk=pass_id).update(rollups_ms=elapsed_ms)
 
     transaction.on_commit(fold)
+
+
+def _notifications_on_commit(record: SchedulingPass) -> None:
+    """A pass that opened or closed runs recorded "started" / "preempted" events in its transactions
+    (``scheduling.services.runs``): one task fans them all out, outside the timed phases."""
+    if record.runs_opened or record.runs_closed or record.started_count or record.preempted_count:
+        from notifications.services import fan_out_due_queue
+
+        transaction.on_commit(fan_out_due_queue, robust=True)
 
 
 def _accounts_sync(cluster: Cluster) -> None:

@@ -8,6 +8,7 @@ ESTIMATE_SLACK_S), so a quiet queue of 50,000 costs one read and almost no write
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ from datetime import UTC, datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
+from notifications.checks import backend_unavailable_check
 from scheduling import pass_cache
 from scheduling.accounting import accounting_charge_owed
 from scheduling.bulk import Epoch, fetch_rows, update_rows
@@ -34,6 +36,7 @@ from scheduling.policy import Plan, ReasonCode
 from scheduling.policy.reasons import Outcome, Reasons, make_reasons
 from scheduling.snapshot import PassInputs
 
+logger = logging.getLogger(__name__)
 ESTIMATE_SLACK_S = 60.0
 REASON_FIELDS = ["code", "params", "message", "position", "estimated_start", "updated_at"]
 
@@ -280,3 +283,7 @@ def persist_backend_unavailable(
     update_rows(PendingReason, [r for r in rows if r.workload_id in stored], REASON_FIELDS)
     record.reasons_written = len(rows)
     record.pending_count = len(stored) if not rows else pending.count()
+    try:  # on-call is told once the outage is long; a failure to tell must not fail the pass
+        backend_unavailable_check(cluster=cluster, now=now, error=error)
+    except Exception:
+        logger.exception("could not record the backend outage of cluster %s", cluster.pk)

@@ -2,7 +2,8 @@
 # The demo: embedded SQLite under var/, the demo organisation, the portal on http://127.0.0.1:8000,
 # and the live scheduler: a Celery worker and beat on the embedded filesystem broker (var/broker/)
 # running a pass per simulated cluster every SCHEDULING_PASS_INTERVAL_S seconds, plus demo traffic
-# (manage.py demo_traffic, DEMO_SPEED simulated seconds per real second). Ctrl-C stops all of them.
+# (manage.py demo_traffic, DEMO_SPEED simulated seconds per real second), a second worker for what-if
+# replays, and notifications by e-mail on the console backend (DEBUG). Ctrl-C stops all of them.
 # DEMO_HISTORY=0 skips backfilling 30 days of history into the rollups (about 6 s the first time,
 # 2 s after: manage.py load_demo_history only fills hours before the first one it has).
 set -euo pipefail
@@ -37,6 +38,10 @@ trap stop INT TERM EXIT
 echo "==> Starting the Celery worker and beat (logs in $VAR/log/)"
 $CELERY -A portal worker --pool solo --loglevel INFO --without-gossip --without-mingle \
   >"$VAR/log/worker.log" 2>&1 &
+pids+=($!)
+# A second worker for what-if replays (WHATIF_QUEUE), so a replay never holds up a pass.
+$CELERY -A portal worker --pool solo --loglevel INFO --without-gossip --without-mingle -Q whatif -n whatif@%h \
+  >"$VAR/log/whatif-worker.log" 2>&1 &
 pids+=($!)
 $CELERY -A portal beat --loglevel INFO --schedule "$VAR/celerybeat-schedule" >"$VAR/log/beat.log" 2>&1 &
 pids+=($!)

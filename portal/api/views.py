@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -139,13 +138,13 @@ def glossary_terms(request: Request) -> Response:
 @api_view(["POST"])
 def whatif_start(request: Request, cluster_slug: str) -> Response:
     cluster = cluster_for_user(user=request.user, slug=cluster_slug)
+    edits = whatif.parse_api(data=request.data if isinstance(request.data, dict) else {}, cluster=cluster)
+    if edits.errors:
+        return Response(edits.errors, status=400)
     try:
-        edits = {str(k): max(float(v), 0.0) for k, v in dict(request.data.get("budgets") or {}).items()}
-    except (TypeError, ValueError):
-        return Response({"budgets": ["a mapping of node path to GPUs"]}, status=400)
-    run = whatif.whatif_start(
-        cluster=cluster, user=request.user, budgets=edits, days=whatif.parse_days(request.data.get("days", 7))
-    )
+        run = whatif.whatif_start(cluster=cluster, user=request.user, budgets=edits.budgets, days=edits.days)
+    except whatif.WhatIfRefused as refused:
+        return Response({"detail": str(refused)}, status=429)
     return Response(_whatif_json(run), status=202)
 
 
@@ -154,7 +153,7 @@ def whatif_start(request: Request, cluster_slug: str) -> Response:
 )
 @api_view(["GET"])
 def whatif_status(request: Request, run_id: int) -> Response:
-    return Response(_whatif_json(get_object_or_404(WhatIfRun, pk=run_id)))
+    return Response(_whatif_json(whatif.whatif_run_for_user(user=request.user, run_id=run_id)))
 
 
 def _whatif_json(run: WhatIfRun) -> dict:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from decimal import Decimal
+
 from django import template
 from django.urls import reverse
 from django.utils.html import format_html
@@ -26,23 +29,34 @@ def term(slug: str, label: str = "") -> SafeString:
     )
 
 
-@register.filter
-def pct(value: float | None, digits: int = 1) -> str:
-    """0.9731 -> "97.3%"; None -> an em dash (no data is not 0%)."""
-    return "—" if value is None else f"{value * 100:.{digits}f}%"
+def _number(value: object) -> float | None:
+    """A finite float, or None for what is not one (None, "", a string, NaN, infinity)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 @register.filter
-def num(value: float | None, digits: int = 1) -> str:
-    return "—" if value is None else f"{value:,.{digits}f}"
+def pct(value: object, digits: int = 1) -> str:
+    """0.9731 -> "97.3%"; None, or anything that is not a finite number -> an em dash (no data is not 0%)."""
+    number = _number(value)
+    return "—" if number is None else f"{number * 100:.{digits}f}%"
+
+
+@register.filter
+def num(value: object, digits: int = 1) -> str:
+    number = _number(value)
+    return "—" if number is None else f"{number:,.{digits}f}"
 
 
 @register.filter
 def duration(seconds: float | None) -> str:
     """Seconds as the largest two units a person reads at a glance: 45 s, 12 min, 3 h 20 min, 2 d 4 h."""
-    if seconds is None:
+    number = _number(seconds)
+    if number is None:
         return "—"
-    seconds = max(float(seconds), 0.0)
+    seconds = max(number, 0.0)
     if seconds < 60:
         return f"{seconds:.0f} s"
     minutes = int(seconds // 60)

@@ -1,11 +1,17 @@
-"""Run services: open a run when a workload starts, close it when it stops. Idempotent by attempt."""
+"""Run services: open a run when a workload starts, close it when it stops. Idempotent by attempt.
+
+Opening a run records a "started" event, closing one preempted a "preempted" event (notifications),
+in the caller's transaction; the pass fans its events out once, after it commits.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from notifications.models import EventKind
+from notifications.services import event_record
 from scheduling.accounting import charge_until_watermark
-from scheduling.models import Run, Workload
+from scheduling.models import EndReason, Run, Workload
 
 
 def run_open(
@@ -38,6 +44,8 @@ def run_open(
     )
     if created:
         charge_until_watermark(run=run, since=started_at, sign=1.0)
+        event_record(kind=EventKind.STARTED, key=f"started:{workload.pk}:{attempt}", now=started_at,
+                     cluster_id=workload.cluster_id, workload_id=workload.pk, params={"attempt": attempt, "run_id": run.pk}, queue=False)  # fmt: skip
     return run, created
 
 
@@ -50,4 +58,7 @@ def run_close(*, run: Run, ended_at: datetime, reason: str) -> bool:
     run.end_reason = reason
     run.save(update_fields=["ended_at", "end_reason"])
     charge_until_watermark(run=run, since=ended_at, sign=-1.0)
+    if reason == EndReason.PREEMPTED:
+        event_record(kind=EventKind.PREEMPTED, key=f"preempted:{run.workload_id}:{run.attempt}", now=ended_at,
+                     cluster_id=run.cluster_id, workload_id=run.workload_id, params={"run_id": run.pk}, queue=False)  # fmt: skip
     return True

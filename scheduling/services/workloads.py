@@ -12,6 +12,8 @@ from django.utils import timezone
 
 from budgets.access import can_submit
 from budgets.models import BudgetNode
+from notifications.models import EventKind
+from notifications.services import event_record
 from scheduling.backends.base import ObservedJob
 from scheduling.models import (
     ALLOWED_TRANSITIONS,
@@ -269,7 +271,14 @@ def workload_hold(*, workload: Workload, actor, note: str = "", now: datetime | 
     workload.held_at = now or timezone.now()
     workload.held_note = note[:500]
     workload.save(update_fields=["held", "held_by", "held_at", "held_note"])
+    workload_held_record(workload)
     return workload
+
+
+def workload_held_record(workload: Workload) -> None:
+    """The owner is told a workload was held (by a person, or by the scheduler after refusals)."""
+    event_record(kind=EventKind.HELD, key=f"held:{workload.pk}:{workload.held_at.isoformat()}", now=workload.held_at,
+                 cluster_id=workload.cluster_id, workload_id=workload.pk)  # fmt: skip
 
 
 @transaction.atomic

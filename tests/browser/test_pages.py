@@ -6,7 +6,9 @@ width, so the demo data is loaded a handful of times, not once per page.
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 
 import pytest
 from django.db import connection
@@ -14,6 +16,7 @@ from django.db import connection
 from budgets.models import BudgetNode
 from scheduling.models import PendingReason, Workload
 from tests.browser.pages_fixtures import demo_history  # noqa: F401 - a fixture
+from tests.workers import unique_queue, worker_running
 
 pytestmark = [
     pytest.mark.browser,
@@ -21,6 +24,12 @@ pytestmark = [
     pytest.mark.usefixtures("demo_history"),
 ]
 BOTH = pytest.mark.parametrize("viewport", [1280, 390], indirect=True)
+
+
+@pytest.fixture
+def stack() -> Iterator[contextlib.ExitStack]:
+    with contextlib.ExitStack() as exits:
+        yield exits
 
 
 def _api(page, path: str) -> dict:  # noqa: ANN001
@@ -152,18 +161,23 @@ def test_on_call_reads_the_pyramid_and_the_waits(
 
 
 def test_the_manager_replays_the_last_week_with_an_edited_budget(
-    page, live_server, login, console_errors, screenshot
+    page, live_server, login, console_errors, screenshot, settings, stack
 ):  # noqa: ANN001
-    """The replay runs in a background thread with its own connection: it needs a real database
-    (in-memory SQLite is private to the thread that opened it). CI runs it on PostgreSQL."""
+    """The replay runs as a Celery task on a real worker (its own queue of the Redis broker)."""
     if connection.vendor == "sqlite" and connection.is_in_memory_db():
-        pytest.skip("the what-if thread cannot see an in-memory SQLite test database; run on PostgreSQL")
+        pytest.skip("the what-if worker cannot see an in-memory SQLite test database; run on PostgreSQL")
+    queue = unique_queue("whatif")
+    settings.WHATIF_QUEUE = queue
+    worker = stack.enter_context(worker_running(queue, WHATIF_QUEUE=queue))
+    assert worker.poll() is None
     login("manager")
     page.goto(f"{live_server.url}/budgets/whatif/main/")
     pretraining = BudgetNode.objects.get(path="lumen-lab/language/pretraining")
     page.fill(f"input[name=budget-{pretraining.pk}]", "10")
     page.click("#whatif-form button[type=submit]")
-    page.wait_for_selector("#whatif-progress[data-status=done]", timeout=60_000)
+    page.wait_for_selector("#whatif-progress[data-status=done]", timeout=120_000)
+    assert "recorded workload" in page.text_content("#whatif-replayed")
+    assert page.locator("#whatif-allocations th", has_text="Delivered GPU-h").count() == 2
     changed = page.locator("#whatif-progress tr.mine")
     assert changed.count() >= 1
     assert all("lumen-lab/language/pretraining/" in row for row in changed.all_text_contents())

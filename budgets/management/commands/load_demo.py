@@ -130,7 +130,14 @@ class Command(BaseCommand):
         for username, full_name, _, flags in demo.PERSONAS:
             first, last = full_name.split(" ", 1)
             user, _ = User.objects.update_or_create(
-                username=username, defaults={"first_name": first, "last_name": last, **flags}
+                username=username,
+                # an address, so `make demo` prints the personas' notification e-mails (console backend)
+                defaults={
+                    "first_name": first,
+                    "last_name": last,
+                    "email": f"{username}@lumen-lab.example",
+                    **flags,
+                },
             )
             user.set_password(demo.PASSWORD)
             user.save(update_fields=["password"])

@@ -1,0 +1,150 @@
+"""The words of each event: a subject, a plain-text body and a link, written when it is fanned out.
+
+The pass records only the event's key and a few ids; everything a person reads is composed here, in
+a worker, from the rows as they are then (the run that was preempted, the workload that was held).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.urls import reverse
+
+from notifications.models import Event, EventKind
+from scheduling.models import Run, Workload
+
+
+@dataclass(frozen=True)
+class Message:
+    subject: str
+    body: str
+    url: str = ""
+
+
+def absolute(path: str) -> str:
+    return settings.PORTAL_URL.rstrip("/") + path
+
+
+def _workload_label(workload: Workload) -> str:
+    name = f" “{workload.name}”" if workload.name else ""
+    return f"workload {workload.pk}{name} ({workload.gpus} GPUs, {workload.allocation.path if workload.allocation_id else 'unfunded'})"
+
+
+def _workload_url(event: Event) -> str:
+    return absolute(reverse("scheduling:workload", args=[event.workload_id]))
+
+
+def _started(event: Event) -> Message:
+    workload = event.workload
+    return Message(f"Started: {_workload_label(workload)}",
+                   f"Your {_workload_label(workload)} started on {workload.cluster.name} "
+                   f"(attempt {event.params.get('attempt', workload.attempt)}).", _workload_url(event))  # fmt: skip
+
+
+def lost_gpu_hours(run: Run, workload: Workload) -> float:
+    """Work a preemption threw away: the whole run for non-resumable work; for resumable work at most
+    its declared checkpoint interval (0 when it declared none: it resumes where it stopped)."""
+    ran_s = ((run.ended_at or run.started_at) - run.started_at).total_seconds()
+    if not workload.resumable:
+        return run.gpus * ran_s / 3600
+    interval = float((workload.metadata or {}).get("checkpoint_interval_s") or 0.0)
+    return run.gpus * min(interval, ran_s) / 3600
+
+
+def _preempted(event: Event) -> Message:
+    workload = event.workload
+    run = Run.objects.filter(pk=event.params.get("run_id")).first()
+    lost = lost_gpu_hours(run, workload) if run else 0.0
+    ran = (
+        f"after {((run.ended_at - run.started_at).total_seconds() / 3600):.1f} h"
+        if run and run.ended_at
+        else ""
+    )
+    after = (
+        "It was requeued with its original submit time and restarts from its last checkpoint."
+        if workload.resumable
+        else "It was not resumable, so it ended; submit it again (declare it resumable to be requeued)."
+    )
+    return Message(f"Preempted: {_workload_label(workload)}",
+                   f"Your {_workload_label(workload)} was preempted {ran} on {workload.cluster.name}; "
+                   f"about {lost:.1f} GPU-hours of work were lost. {after}", _workload_url(event))  # fmt: skip
+
+
+def _protection_ending(event: Event) -> Message:
+    workload = event.workload
+    minutes = event.params.get("minutes", settings.NOTIFY_PROTECTION_WARNING_MIN)
+    return Message(f"Protection ends in {minutes} min: {_workload_label(workload)}",
+                   f"Your {_workload_label(workload)} is protected from preemption until "
+                   f"{event.params.get('protected_until', '')} (about {minutes} minutes). After that the "
+                   f"scheduler may preempt it to rebalance; save your work or checkpoint now.",
+                   _workload_url(event))  # fmt: skip
+
+
+def _held(event: Event) -> Message:
+    workload = event.workload
+    note = f": “{workload.held_note}”" if workload.held_note else ""
+    return Message(f"Held: {_workload_label(workload)}",
+                   f"Your {_workload_label(workload)} was held by {workload.held_by or 'someone'}{note}. "
+                   f"It will not start until it is released.", _workload_url(event))  # fmt: skip
+
+
+def _start_refused(event: Event) -> Message:
+    workload = event.workload
+    return Message(f"Start refused by the backend: {_workload_label(workload)}",
+                   f"The {workload.cluster.get_backend_kind_display()} backend refused to start your "
+                   f"{_workload_label(workload)}: {event.params.get('why', '')}", _workload_url(event))  # fmt: skip
+
+
+def _under_owed(event: Event) -> Message:
+    p = event.params
+    url = absolute(reverse("budgets:delivery", args=[event.cluster.slug, event.node_id]))
+    return Message(f"{event.node.path} got {p['ratio'] * 100:.0f}% of what it was owed on {event.cluster.name}",
+                   f"Over the last day, {event.node.path} on {event.cluster.name} was delivered "
+                   f"{p['delivered_gpu_h']:.0f} of the {p['owed_gpu_h']:.0f} GPU-hours it was owed "
+                   f"({p['ratio'] * 100:.1f}%, under the 95% target).", url)  # fmt: skip
+
+
+def _digest(event: Event) -> Message:
+    lines = [
+        f"- {row['path']} on {row['cluster']}: {row['delivered_gpu_h']:.0f} / {row['owed_gpu_h']:.0f} GPU-hours"
+        + (f" ({row['ratio'] * 100:.0f}%)" if row.get("ratio") is not None else "")
+        for row in event.params.get("rows", [])
+    ]
+    body = "Delivered / owed over the last 7 days:\n" + ("\n".join(lines) or "- nothing was owed")
+    return Message("Your weekly delivery digest", body, absolute(reverse("notifications:list")))
+
+
+def _availability(event: Event) -> Message:
+    p = event.params
+    return Message(f"Availability of {event.cluster.name} is {p['availability'] * 100:.0f}%",
+                   f"{p['healthy']} of {p['installed']} GPUs on {event.cluster.name} are healthy "
+                   f"({p['availability'] * 100:.1f}%, below {p['threshold_pct']}%).",
+                   absolute(reverse("home")))  # fmt: skip
+
+
+def _backend(event: Event) -> Message:
+    p = event.params
+    return Message(f"The {event.cluster.name} backend has been unavailable for {p['minutes']} min",
+                   f"Since {p['since']}, every pass of {event.cluster.name} found its backend unavailable: "
+                   f"{p.get('error', '')}. Nothing starts or stops until it answers.", absolute(reverse("home")))  # fmt: skip
+
+
+def _passes(event: Event) -> Message:
+    p = event.params
+    return Message(f"Scheduling passes of {event.cluster.name} are failing",
+                   f"The last {p['count']} passes of {event.cluster.name} failed; the latest: {p.get('error', '')}",
+                   absolute(reverse("home")))  # fmt: skip
+
+
+WRITERS: dict[str, Callable[[Event], Message]] = {
+    EventKind.STARTED: _started, EventKind.PREEMPTED: _preempted, EventKind.PROTECTION_ENDING: _protection_ending,
+    EventKind.HELD: _held, EventKind.START_REFUSED: _start_refused, EventKind.UNDER_OWED: _under_owed,
+    EventKind.WEEKLY_DIGEST: _digest, EventKind.AVAILABILITY_LOW: _availability,
+    EventKind.BACKEND_UNAVAILABLE: _backend, EventKind.PASSES_FAILING: _passes,
+}  # fmt: skip
+
+
+def message_for(event: Event) -> Message:
+    return WRITERS[event.kind](event)
