@@ -146,6 +146,8 @@ def _phases(
             counts.runs_closed,
             counts.adopted,
         )
+        if counts.skipped:  # the pass goes on; the jobs it left alone are named on it
+            record.error = "reconcile skipped " + "; ".join(counts.skipped)
     # 2. Snapshot
     with phase(record, "snapshot"):
         inputs = snapshot_read(cluster=cluster, now=now, backend_name=getattr(backend, "name", "backend"))
