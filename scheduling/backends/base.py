@@ -103,6 +103,7 @@ class PreemptAction:
     ref: str
     attempt: int
     requeue: bool  # True: back to waiting for the portal; False: end the job
+    reason: str = ""  # why, in words the job's owner reads (the backend shows it where it can)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ from .base import (
     PreemptAction,
     StartAction,
     SubmitRequest,
+    UnreadableJob,
 )
 from .slurm_accounts import account_name, is_shortened, path_for_account
 from .slurm_parse import (
@@ -45,7 +46,7 @@ from .slurm_parse import (
     parse_duration,
     parse_sacct,
     parse_sinfo,
-    parse_squeue,
+    read_squeue,
 )
 
 if TYPE_CHECKING:
@@ -76,6 +77,10 @@ JOB_STATES = {
 }
 ATTEMPT_KEY = "portal_attempt"
 RESTARTS_KEY = "portal_restarts"  # Slurm's restart count when the portal released the job
+HOLD_KEY = "portal_hold"  # 1: the portal requeued and held the job (a preemption), it releases it
+PORTAL_KEYS = (ATTEMPT_KEY, RESTARTS_KEY, HOLD_KEY)
+NOTE_SEPARATOR = " | "  # AdminComment: "<portal keys> | <sentence for people>"
+ADMIN_COMMENT_LIMIT = 1000
 ENDED = frozenset({JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED, JobState.NODE_FAILURE})
 # Words in a failed command's stderr that mean "the controller is not answering", not "bad request".
 UNREACHABLE_MARKERS = (
@@ -162,10 +167,16 @@ class SlurmBackend:
         return tuple(node for node in nodes if not partition or partition in node.partitions)
 
     def jobs(self) -> tuple[SlurmJob, ...]:
-        """Pending, running and recently ended jobs (ended ones stay for slurm.conf's MinJobAge)."""
-        jobs = _parsed(parse_squeue, self.cli.run("squeue", "--json", "-a", "-t", "all"))
+        """Pending, running and recently ended jobs (ended ones stay for slurm.conf's MinJobAge);
+        an array's tasks one by one."""
+        return self.read_jobs()[0]
+
+    def read_jobs(self) -> tuple[tuple[SlurmJob, ...], tuple[UnreadableJob, ...]]:
+        """(jobs, records that could not be read): one odd record never hides the others."""
+        jobs, unreadable = _parsed(read_squeue, self.cli.run("squeue", "--json", "-a", "-t", "all"))
         partition = self.settings.partition
-        return tuple(job for job in jobs if not partition or job.partition == partition)
+        kept = tuple(job for job in jobs if not partition or job.partition == partition)
+        return kept, tuple(UnreadableJob(ref=ref, error=error) for ref, error in unreadable)
 
     def runs(self, *, since: float) -> tuple[SlurmRun, ...]:
         """Accounting rows (one per run, requeues included) of jobs active since ``since``."""
@@ -174,9 +185,19 @@ class SlurmBackend:
 
     def observe(self) -> ClusterState:
         nodes = tuple(self.observed_node(node) for node in self.nodes())
-        jobs = self.jobs()
+        jobs, unreadable = self.read_jobs()
         self._learn_shortened_accounts(jobs)
-        return ClusterState(observed_at=time.time(), nodes=nodes, jobs=tuple(map(self.observed_job, jobs)))
+        observed, failed = [], list(unreadable)
+        for job in jobs:
+            if not job.gpus:
+                continue  # CPU-only work is not the portal's: Slurm schedules it (job_submit.lua)
+            try:
+                observed.append(self.observed_job(job))
+            except (KeyError, TypeError, ValueError) as error:
+                failed.append(UnreadableJob(ref=job.ref, error=f"{type(error).__name__}: {error}"))
+        return ClusterState(
+            observed_at=time.time(), nodes=nodes, jobs=tuple(observed), unreadable=tuple(failed)
+        )
 
     def observed_node(self, node: SlurmNode) -> ObservedNode:
         return ObservedNode(
@@ -193,7 +214,7 @@ class SlurmBackend:
         keys = parse_comment(job.comment)
         workload = keys.get("workload", "")
         return ObservedJob(
-            ref=str(job.job_id),
+            ref=job.ref,
             state=state,
             workload_id=int(workload) if workload.isdigit() else None,
             attempt=attempt(job),
@@ -207,6 +228,9 @@ class SlurmBackend:
             min_runtime_s=self.min_runtime_s(keys),
             resumable=self.resumable(job, keys),
             name=job.name,
+            submitted_at=job.submitted_at,
+            max_runtime_s=job.time_limit_s,
+            held_by=held_by(job) if state is JobState.WAITING else "",
         )
 
     def min_runtime_s(self, keys: dict[str, str]) -> float | None:
@@ -235,7 +259,7 @@ class SlurmBackend:
         """Push actions in order; each checks the job's current state first (idempotent)."""
         if not actions:
             return
-        current = {str(job.job_id): job for job in self.jobs()}
+        current = {job.ref: job for job in self.jobs()}
         refused: dict[int, str] = {}
         for action in actions:
             job = current.get(action.ref)
@@ -259,22 +283,32 @@ class SlurmBackend:
                 self.start(job, action.placement, attempt=action.attempt)
         elif isinstance(action, PreemptAction) and action.requeue:
             if state is JobState.RUNNING:
-                self.cli.run("scontrol", "requeuehold", str(job.job_id))
-        elif isinstance(action, PreemptAction | CancelAction):
-            self.cli.run("scancel", str(job.job_id))
+                marks = {**portal_marks(job), HOLD_KEY: "1"}  # first: the hold must read as ours
+                self.cli.run("scontrol", "update", f"JobId={job.ref}", admin_comment(marks, note=action.reason))
+                self.cli.run("scontrol", "requeuehold", job.ref)
+        elif isinstance(action, PreemptAction):
+            note = f"preempted by the GPU portal: {action.reason or 'its GPUs were given to other work'}"
+            self.cli.run("scontrol", "update", f"JobId={job.ref}", admin_comment(portal_marks(job), note=note))
+            self.cli.run("scancel", job.ref)
+        elif isinstance(action, CancelAction):
+            self.cli.run("scancel", job.ref)
 
     def start(self, job: SlurmJob, placement: tuple[tuple[str, int], ...], *, attempt: int) -> None:
-        """Pin the job to the placement's nodes, make it eligible now, mark the attempt, release it."""
+        """Pin the job to the placement's nodes, make it eligible now, mark the attempt; a job the
+        portal requeued and held is released. A hold someone else set is refused, never released."""
+        if job.held and not portal_held(job):
+            raise SlurmCommandError(f"job {job.ref} is held by {held_by(job)}; the portal does not release it")
         nodes = sorted(node for node, _gpus in placement)
-        update = ["scontrol", "update", f"JobId={job.job_id}", f"NodeList={','.join(nodes)}", "StartTime=now"]
-        update.append(f"AdminComment={ATTEMPT_KEY}={attempt},{RESTARTS_KEY}={job.restarts}")
+        update = ["scontrol", "update", f"JobId={job.ref}", f"NodeList={','.join(nodes)}", "StartTime=now"]
+        marks = {ATTEMPT_KEY: str(attempt), RESTARTS_KEY: str(job.restarts)}
+        update.append(admin_comment(marks, note="started by the GPU portal"))
         if len(nodes) != job.node_count:
             update.append(f"NumNodes={len(nodes)}")
         if self.resumable(job, parse_comment(job.comment)) and not job.requeue:
             update.append("Requeue=1")  # the comment says resumable: let requeuehold work on it
         self.cli.run(*update)
         if job.held:
-            self.cli.run("scontrol", "release", str(job.job_id))
+            self.cli.run("scontrol", "release", job.ref)
 
     def submit(self, request: SubmitRequest) -> str:
         """sbatch a held job for a workload submitted through the portal's API; returns the job id."""
@@ -301,8 +335,33 @@ class SlurmBackend:
         return [*arguments, f"--wrap={request.metadata.get('command', 'sleep infinity')}"]
 
 
+def portal_marks(job: SlurmJob) -> dict[str, str]:
+    """The portal's own keys in the job's AdminComment ("portal_attempt=2,portal_restarts=0 | ...")."""
+    keys = parse_comment(job.admin_comment.partition(NOTE_SEPARATOR)[0])
+    return {key: value for key, value in keys.items() if key in PORTAL_KEYS}
+
+
+def admin_comment(marks: dict[str, str], *, note: str = "") -> str:
+    """The AdminComment= argument: the portal's keys, then a sentence for people reading squeue."""
+    keys = ",".join(f"{key}={marks[key]}" for key in PORTAL_KEYS if key in marks)
+    text = f"{keys}{NOTE_SEPARATOR}{note}" if note else keys
+    return f"AdminComment={text[:ADMIN_COMMENT_LIMIT]}"
+
+
+def portal_held(job: SlurmJob) -> bool:
+    """Held by the portal itself (a preemption's requeue-and-hold), not by a user or an admin."""
+    return portal_marks(job).get(HOLD_KEY) == "1"
+
+
+def held_by(job: SlurmJob) -> str:
+    """Who holds a job the portal did not hold: its user (`scontrol hold` as them) or an admin."""
+    if not job.held or portal_held(job):
+        return ""
+    return job.user or "a user" if job.reason == "JobHeldUser" else "a Slurm administrator"
+
+
 def portal_attempt(job: SlurmJob) -> int | None:
-    value = parse_comment(job.admin_comment).get(ATTEMPT_KEY, "")
+    value = portal_marks(job).get(ATTEMPT_KEY, "")
     return int(value) if value.isdigit() else None
 
 
@@ -319,7 +378,7 @@ def attempt(job: SlurmJob) -> int:
 def released_by_portal(job: SlurmJob) -> bool:
     """Released by the portal and not requeued since (Slurm requeues a --requeue job on a node
     failure without holding it; such a job waits for the portal again)."""
-    keys = parse_comment(job.admin_comment)
+    keys = portal_marks(job)
     restarts = keys.get(RESTARTS_KEY, "")
     return ATTEMPT_KEY in keys and (not restarts.isdigit() or int(restarts) >= job.restarts)
 
@@ -331,7 +390,7 @@ def observed_state(job: SlurmJob) -> JobState:
     if job.state == "COMPLETING" and job.held:
         return JobState.WAITING
     state = JOB_STATES.get(job.state, JobState.WAITING)
-    if state is JobState.WAITING and not job.held and released_by_portal(job):
+    if state is JobState.WAITING and not job.held and released_by_portal(job) and not portal_held(job):
         return JobState.RUNNING
     return state
 
