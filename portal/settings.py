@@ -34,6 +34,8 @@ if not SECRET_KEY:
         "SECRET_KEY is not set (required unless DEBUG=true); set it to a long random string"
     )
 
+# The portal's address as users reach it; links written into backend jobs (AdminComment, Events).
+PORTAL_URL = env_str("PORTAL_URL", "http://localhost:8000")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 

@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from scheduling.backends.base import Backend, BackendUnavailable
 from scheduling.backends.registry import backend_for
+from scheduling.backend_notes import backend_notes_write
 from scheduling.dispatch import dispatch
 from scheduling.locks import pass_claim
 from scheduling.models import BackendKind, Cluster, PassStatus, SchedulingPass
@@ -160,6 +161,8 @@ def _phases(
     # 5. Dispatch
     with phase(record, "dispatch"):
         dispatch(record=record, cluster=cluster, backend=backend, now=now)
+    # 6. Tell the waiting jobs why they wait, in the backend's own tools (outside the timed phases)
+    backend_notes_write(cluster=cluster, backend=backend)
 
 
 def _rollups_fold_on_commit(record: SchedulingPass) -> None:

@@ -25,7 +25,7 @@ set -euo pipefail
 STATE_DIR="${SLURM_STATE_DIR:-/var/tmp/portal-slurm}"
 DB_NAME="${SLURM_DB_NAME:-slurm_acct_portal}"
 DB_HOST="${SLURM_DB_HOST:-127.0.0.1}"
-OPERATOR="${SLURM_OPERATOR:-daemon}"  # a non-root account the portal may run as (AdminLevel=Operator)
+OPERATOR="${SLURM_OPERATOR:-daemon}"  # a non-root account the portal may run as (docs/slurm.md)
 NODES=4
 GPUS_PER_NODE=8
 export SLURM_CONF="$STATE_DIR/etc/slurm.conf"
@@ -231,24 +231,12 @@ start() {
   log "up: $NODES nodes x $GPUS_PER_NODE GPUs; export SLURM_CONF=$SLURM_CONF"
 }
 
-add_operator() {  # the portal may run as $OPERATOR instead of root (docs/slurm.md)
+add_operator() {  # the portal may run its Slurm calls as $OPERATOR instead of root (docs/slurm.md)
   id -u "$OPERATOR" >/dev/null 2>&1 || return 0
+  # Admin, not Operator: 22.05 refuses AdminComment, where the portal keeps its marks, to Operators.
   sacctmgr -n -P show user format=user | grep -qx "$OPERATOR" \
-    || sacctmgr -i add user "$OPERATOR" account=root adminlevel=Operator >/dev/null
-}
-
-kill_pidfiles() {  # TERM every daemon named by the pid files at once, then wait for all (KILL after 5 s)
-  local pids=() file
-  for file in "$@"; do [ -f "$file" ] && pids+=("$(cat "$file")"); done
-  [ "${#pids[@]}" -gt 0 ] || return 0
-  kill "${pids[@]}" 2>/dev/null || true
-  for _ in $(seq 50); do
-    local alive=() pid
-    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
-    [ "${#alive[@]}" -eq 0 ] && return 0
-    sleep 0.1
-  done
-  kill -9 "${pids[@]}" 2>/dev/null || true
+    || sacctmgr -i add user "$OPERATOR" account=root >/dev/null
+  sacctmgr -i modify user "$OPERATOR" set adminlevel=Admin >/dev/null || true
 }
 
 our_job_steps() {  # slurmstepd processes of this cluster's slurmd (their SLURM_CONF is ours)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 import subprocess
 import time
 from collections.abc import Callable
@@ -108,6 +109,7 @@ class SlurmSettings:
     default_min_runtime_s: float | None = None  # when a job's comment has no min_runtime
     partition: str | None = None  # only observe jobs and nodes of this partition
     workdir: str = "/tmp"  # working directory of jobs the portal submits
+    run_as: str | None = None  # a non-root Slurm account (AdminLevel=Admin) the commands run as
 
     @classmethod
     def from_mapping(cls, settings: dict, *, gpu_type: str = "gpu") -> SlurmSettings:
@@ -121,12 +123,14 @@ class SlurmCli:
     def __init__(self, settings: SlurmSettings) -> None:
         self.timeout_s = settings.timeout_s
         self.env = {**os.environ, **({"SLURM_CONF": settings.slurm_conf} if settings.slurm_conf else {})}
+        self.prefix = run_as_prefix(settings.run_as)
 
     def run(self, *args: str) -> str:
         try:
             done = subprocess.run(
-                args, capture_output=True, text=True, timeout=self.timeout_s, env=self.env, check=False
-            )
+                (*self.prefix, *args),
+                capture_output=True, text=True, timeout=self.timeout_s, env=self.env, check=False,
+            )  # fmt: skip
         except subprocess.TimeoutExpired as error:
             raise BackendUnavailable(f"{args[0]} did not answer within {self.timeout_s:g} s") from error
         except FileNotFoundError as error:
@@ -134,6 +138,14 @@ class SlurmCli:
         if done.returncode != 0:
             raise _command_error(args, done.stderr.strip() or done.stdout.strip())
         return done.stdout
+
+
+def run_as_prefix(user: str | None) -> tuple[str, ...]:
+    """Commands run as ``user``: directly when the portal already is that user, else through
+    runuser (the portal then runs as root and drops to the operator account for every Slurm call)."""
+    if not user or user == pwd.getpwuid(os.getuid()).pw_name:
+        return ()
+    return ("runuser", "-u", user, "--")
 
 
 def _command_error(args: tuple[str, ...], message: str) -> Exception:
@@ -309,6 +321,27 @@ class SlurmBackend:
         self.cli.run(*update)
         if job.held:
             self.cli.run("scontrol", "release", job.ref)
+
+    def annotate(self, notes: dict[str, str]) -> int:
+        """Write each waiting job's note (the portal's pending reason) after its AdminComment keys,
+        where `squeue -O ...,AdminComment` and `scontrol show job` show it; only notes that differ
+        from what the job already says are written. Tasks of an array not yet split off share one
+        record, so they are left alone (one update would touch every task). Returns the count."""
+        written = 0
+        for job in self.jobs():
+            note = notes.get(job.ref)
+            if note is None or job.array_job_id or observed_state(job) is not JobState.WAITING:
+                continue
+            if job.admin_comment.partition(NOTE_SEPARATOR)[2] == note[: ADMIN_COMMENT_LIMIT - 100]:
+                continue
+            update = admin_comment(portal_marks(job), note=note[: ADMIN_COMMENT_LIMIT - 100])
+            try:
+                self.cli.run("scontrol", "update", f"JobId={job.ref}", update)
+            except SlurmCommandError as error:  # ended meanwhile: the next pass sees it
+                logger.info("no note on Slurm job %s: %s", job.ref, error)
+                continue
+            written += 1
+        return written
 
     def submit(self, request: SubmitRequest) -> str:
         """sbatch a held job for a workload submitted through the portal's API; returns the job id."""
