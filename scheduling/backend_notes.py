@@ -31,7 +31,7 @@ def workload_url(workload_id: int) -> str:
 
 def pending_note(*, code: str, message: str, position: int | None, estimated_start: datetime | None,
                  url: str) -> str:  # fmt: skip
-    """"FAIR_SHARE #3 ~14:05 UTC: <sentence> <url>" (position and estimate only when known)."""
+    """ "FAIR_SHARE #3 ~14:05 UTC: <sentence> <url>" (position and estimate only when known)."""
     parts = [code]
     if position is not None:
         parts.append(f"#{position}")
@@ -53,8 +53,13 @@ def backend_notes_write(*, cluster: Cluster, backend: Backend) -> int:
         .values_list("workload_id", "workload__backend_ref", "code", "message", "position", "estimated_start")
     )[:NOTES_PER_PASS]
     notes = {
-        ref: pending_note(code=code, message=message, position=position, estimated_start=estimate,
-                          url=workload_url(workload_id))  # fmt: skip
+        ref: pending_note(
+            code=code,
+            message=message,
+            position=position,
+            estimated_start=estimate,
+            url=workload_url(workload_id),
+        )  # fmt: skip
         for workload_id, ref, code, message, position, estimate in rows
     }
     try:

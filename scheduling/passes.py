@@ -30,9 +30,9 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from scheduling.backend_notes import backend_notes_write
 from scheduling.backends.base import Backend, BackendUnavailable
 from scheduling.backends.registry import backend_for
-from scheduling.backend_notes import backend_notes_write
 from scheduling.dispatch import dispatch
 from scheduling.locks import pass_claim
 from scheduling.models import BackendKind, Cluster, PassStatus, SchedulingPass

@@ -222,7 +222,9 @@ def _known_workloads(
     return found
 
 
-def _follow_backend_holds(*, cluster: Cluster, matched: list[tuple[ObservedJob, Known]], now: datetime) -> None:
+def _follow_backend_holds(
+    *, cluster: Cluster, matched: list[tuple[ObservedJob, Known]], now: datetime
+) -> None:
     """A hold set or lifted in the backend (a user's `scontrol hold`) becomes or stops being the
     pending workload's hold; the pass never releases such a job itself."""
     held = {known.id: job for job, known in matched if job.held_by and job.state == JobState.WAITING}
@@ -231,7 +233,9 @@ def _follow_backend_holds(*, cluster: Cluster, matched: list[tuple[ObservedJob, 
         Q(pk__in=list(held), held=False) | Q(pk__in=list(lifted), held=True, held_note=BACKEND_HOLD_NOTE)
     )
     for workload in candidates.order_by("pk"):
-        workload_follow_backend_hold(workload=workload, job=held.get(workload.pk) or lifted[workload.pk], now=now)
+        workload_follow_backend_hold(
+            workload=workload, job=held.get(workload.pk) or lifted[workload.pk], now=now
+        )
 
 
 def _adoptable(job: ObservedJob) -> bool:

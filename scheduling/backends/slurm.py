@@ -296,11 +296,15 @@ class SlurmBackend:
         elif isinstance(action, PreemptAction) and action.requeue:
             if state is JobState.RUNNING:
                 marks = {**portal_marks(job), HOLD_KEY: "1"}  # first: the hold must read as ours
-                self.cli.run("scontrol", "update", f"JobId={job.ref}", admin_comment(marks, note=action.reason))
+                self.cli.run(
+                    "scontrol", "update", f"JobId={job.ref}", admin_comment(marks, note=action.reason)
+                )
                 self.cli.run("scontrol", "requeuehold", job.ref)
         elif isinstance(action, PreemptAction):
             note = f"preempted by the GPU portal: {action.reason or 'its GPUs were given to other work'}"
-            self.cli.run("scontrol", "update", f"JobId={job.ref}", admin_comment(portal_marks(job), note=note))
+            self.cli.run(
+                "scontrol", "update", f"JobId={job.ref}", admin_comment(portal_marks(job), note=note)
+            )
             self.cli.run("scancel", job.ref)
         elif isinstance(action, CancelAction):
             self.cli.run("scancel", job.ref)
@@ -309,7 +313,9 @@ class SlurmBackend:
         """Pin the job to the placement's nodes, make it eligible now, mark the attempt; a job the
         portal requeued and held is released. A hold someone else set is refused, never released."""
         if job.held and not portal_held(job):
-            raise SlurmCommandError(f"job {job.ref} is held by {held_by(job)}; the portal does not release it")
+            raise SlurmCommandError(
+                f"job {job.ref} is held by {held_by(job)}; the portal does not release it"
+            )
         nodes = sorted(node for node, _gpus in placement)
         update = ["scontrol", "update", f"JobId={job.ref}", f"NodeList={','.join(nodes)}", "StartTime=now"]
         marks = {ATTEMPT_KEY: str(attempt), RESTARTS_KEY: str(job.restarts)}

@@ -266,7 +266,9 @@ def read_squeue(text: str) -> tuple[tuple[SlurmJob, ...], tuple[tuple[str, str],
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             ref = str(data.get("job_id", "?")) if isinstance(data, dict) else "?"
             unreadable.append((ref, f"unreadable squeue record: {type(error).__name__}: {error}"))
-    ordered = sorted(jobs, key=lambda job: (job.array_job_id or job.job_id, job.array_task_id or 0, job.job_id))
+    ordered = sorted(
+        jobs, key=lambda job: (job.array_job_id or job.job_id, job.array_task_id or 0, job.job_id)
+    )
     return tuple(ordered), tuple(unreadable)
 
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime  # UTC is datetime.timezone.utc
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -275,7 +274,7 @@ def workload_adopt(*, cluster: Cluster, job: ObservedJob, now: datetime) -> Work
     """
     owner = get_user_model().objects.filter(username=job.user).first() if job.user else None
     stamp = job.submitted_at or job.started_at
-    submitted = min(datetime.fromtimestamp(stamp, tz=dt_timezone.utc), now) if stamp else now
+    submitted = min(datetime.fromtimestamp(stamp, tz=UTC), now) if stamp else now
     max_runtime = int(job.max_runtime_s) if job.max_runtime_s else None
     min_runtime = int(job.min_runtime_s or 0)
     return Workload.objects.create(

@@ -16,9 +16,8 @@ import pytest
 
 from scheduling.backends.slurm import SlurmBackend
 from scheduling.backends.slurm_accounts import account_name
-from scheduling.models import Decision, PendingReason, Run, Workload
+from scheduling.models import Decision, PendingReason, Run, SchedulingPass, Workload
 from scheduling.passes import run_pass
-from scheduling.models import SchedulingPass
 
 from .conftest import SLURM_CONF, slurm_command
 from .test_slurm_end_to_end import (  # noqa: F401 - lab is a fixture
@@ -36,11 +35,12 @@ pytestmark = [pytest.mark.slurm, pytest.mark.django_db]
 
 
 @pytest.fixture
-def site(lab):  # noqa: ANN001, ANN201
+def site(request):  # noqa: ANN001, ANN201
     """The lab, with the Linux user `nobody` as a member of both teams' Slurm accounts."""
-    accounts = ",".join(account_name(node.path) for node in (lab.vision, lab.language))
+    team = request.getfixturevalue("lab")
+    accounts = ",".join(account_name(node.path) for node in (team.vision, team.language))
     slurm_command("sacctmgr", "-i", "add", "user", "nobody", f"account={accounts}", check=False)
-    return lab
+    return team
 
 
 def as_nobody(*args: str) -> subprocess.CompletedProcess:
@@ -141,7 +141,9 @@ def test_time_is_the_maximum_runtime_protection_is_capped_at_it_and_the_estimate
     scheduling_pass(site)  # the running work is now known: the estimate is when the first one must end
     estimate = PendingReason.objects.get(workload=waiting).estimated_start
     first_end = min(run.started_at for run in runs) + timedelta(seconds=300)
-    assert estimate is not None and estimate <= first_end + timedelta(seconds=5), PendingReason.objects.get(workload=waiting).message
+    assert estimate is not None and estimate <= first_end + timedelta(seconds=5), PendingReason.objects.get(
+        workload=waiting
+    ).message
 
 
 def test_an_array_of_20_one_gpu_tasks_starts_exactly_the_tasks_the_plan_chose(site):
@@ -156,7 +158,9 @@ def test_an_array_of_20_one_gpu_tasks_starts_exactly_the_tasks_the_plan_chose(si
     tasks = Workload.objects.filter(cluster=site.cluster, backend_ref__startswith=f"{array}_")
     assert tasks.count() == 20 and len({task.submitted_at for task in tasks}) == 1
     started = set(
-        Decision.objects.filter(workload__in=tasks, kind="start").values_list("workload__backend_ref", flat=True)
+        Decision.objects.filter(workload__in=tasks, kind="start").values_list(
+            "workload__backend_ref", flat=True
+        )
     )
     assert len(started) == second.started_count == 8
     site.slurm.wait_for(lambda: running_refs() >= started, what="the started tasks to run")
