@@ -175,10 +175,16 @@ SCHEDULING_PASS_LEASE_S = env_int("SCHEDULING_PASS_LEASE_S", 300, minimum=10)
 # Passes that decided nothing and utilisation samples are dropped once the rollups hold them and
 # they are this old (portal.retention; beat runs it daily, `manage.py prune_history` on demand).
 HISTORY_RETENTION_DAYS = env_int("HISTORY_RETENTION_DAYS", 30, minimum=1)
+# How often beat checks that each Slurm cluster's accounts mirror the budget tree (docs/slurm.md).
+SLURM_MIRROR_INTERVAL_S = env_int("SLURM_MIRROR_INTERVAL_S", 60, minimum=5)
 CELERY_BEAT_SCHEDULE = {
     "scheduling-passes": {
         "task": "scheduling.schedule_passes",
         "schedule": float(SCHEDULING_PASS_INTERVAL_S),
+    },
+    "slurm-account-mirrors": {
+        "task": "scheduling.schedule_slurm_mirrors",
+        "schedule": float(SLURM_MIRROR_INTERVAL_S),
     },
     "prune-history": {
         "task": "portal.prune_history",

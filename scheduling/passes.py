@@ -8,7 +8,8 @@
 5. Dispatch: submit new workloads, push preemptions, starts and cancels, then record their effects.
 
 After the phases, untimed: on commit the pass is folded into the pages' hourly rollups (its
-duration stored as ``rollups_ms``), and a Slurm cluster's accounts are mirrored if the tree changed.
+duration stored as ``rollups_ms``). A Slurm cluster's accounts are mirrored by their own task
+(``scheduling.mirror_slurm_accounts``), never inside a pass.
 
 A pass that dies after 4 leaves undispatched decisions; the next pass supersedes them, reconciles
 with what the backend really did (starts are idempotent by workload + attempt) and plans again,
@@ -35,7 +36,7 @@ from scheduling.backends.base import Backend, BackendUnavailable
 from scheduling.backends.registry import backend_for
 from scheduling.dispatch import dispatch
 from scheduling.locks import pass_claim
-from scheduling.models import BackendKind, Cluster, PassStatus, SchedulingPass
+from scheduling.models import Cluster, PassStatus, SchedulingPass
 from scheduling.persist import persist_backend_unavailable, persist_plan
 from scheduling.policy import Plan, PolicyConfig, Snapshot, plan
 from scheduling.reconcile import reconcile
@@ -100,8 +101,6 @@ def run_pass(
         record = _pass_begin(cluster=cluster, now=now)
         with cyclic_gc_paused():
             _pass_run(record, cluster=cluster, backend=backend, planner=planner or plan, now=now)
-        if record.status == PassStatus.COMPLETED:
-            _accounts_sync(cluster)
         return PassOutcome(ran=True, pass_id=record.pk, status=record.status)
 
 
@@ -186,23 +185,6 @@ def _rollups_fold_on_commit(record: SchedulingPass) -> None:
         SchedulingPass.objects.filter(pk=pass_id).update(rollups_ms=elapsed_ms)
 
     transaction.on_commit(fold)
-
-
-def _accounts_sync(cluster: Cluster) -> None:
-    """After the phases of a Slurm pass: mirror the budget tree into sacctmgr if it changed, so a new
-    allocation becomes a valid ``sbatch --account`` within one pass. A failure is logged and retried
-    by the next pass; it never fails this one (the phases already ran)."""
-    if cluster.backend_kind != BackendKind.SLURM:
-        return
-    from scheduling.backends.slurm_accounts import slurm_accounts_sync
-
-    try:
-        report = slurm_accounts_sync(cluster=cluster)
-    except Exception:  # any Slurm or sacctmgr failure: the pass's own work is done and kept
-        logger.exception("mirroring the budget tree into Slurm accounts failed for cluster %s", cluster.slug)
-        return
-    if report is not None:
-        logger.info("Slurm accounts of cluster %s mirrored: %s", cluster.slug, report)
 
 
 def passes_due(*, now: datetime | None = None) -> list[tuple[int, int]]:
