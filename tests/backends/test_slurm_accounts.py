@@ -125,7 +125,9 @@ def test_the_first_mirror_of_the_demo_tree_is_funded_nodes_only_with_budget_shar
         {"slurm_conf": SLURM_CONF, "slurm_users": ["root"]},
     )
     cluster.save()
-    leaf = Allocation.objects.filter(cluster=cluster, node__children__isnull=True).order_by("node__path").first()
+    leaf = (
+        Allocation.objects.filter(cluster=cluster, node__children__isnull=True).order_by("node__path").first()
+    )
     leaf.gpus = Decimal(0)  # one team has no budget on this cluster: it gets no account there
     leaf.save()
     funded = dict(Allocation.objects.filter(cluster=cluster, gpus__gt=0).values_list("node__path", "gpus"))

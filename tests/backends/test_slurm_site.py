@@ -11,10 +11,12 @@ import os
 import subprocess
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
-from scheduling.backends.slurm import SlurmBackend
+from scheduling.backends.base import StartAction
+from scheduling.backends.slurm import SlurmBackend, SlurmSettings
 from scheduling.backends.slurm_accounts import account_name
 from scheduling.models import Decision, PendingReason, Run, SchedulingPass, Workload
 from scheduling.passes import run_pass
@@ -30,6 +32,7 @@ from .test_slurm_end_to_end import (  # noqa: F401 - lab is a fixture
     scheduling_pass,
     workload,
 )
+from .test_slurm_live import stop_controller
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db]
 
@@ -205,3 +208,30 @@ def test_a_preempted_job_that_cannot_resume_is_cancelled_with_the_reason(site):
     site.slurm.wait_for_state(victim.backend_ref, "CANCELLED", timeout=20)
     detail = slurm_command("scontrol", "show", "job", victim.backend_ref)
     assert "preempted by the GPU portal" in detail
+
+
+OPERATOR = os.environ.get("SLURM_OPERATOR", "daemon")  # scripts/slurm-cluster.sh's default
+
+
+def test_a_non_root_operator_account_runs_the_portals_slurm_calls(site):
+    job = sbatch(site, site.language, 2)
+    as_operator = SlurmBackend(SlurmSettings(slurm_conf=SLURM_CONF, timeout_s=15, run_as=OPERATOR))
+
+    as_operator.apply([StartAction(workload_id=1, ref=job, attempt=1, placement=(("n3", 2),))])
+
+    assert site.slurm.wait_for_state(job, "RUNNING") == "n3"
+    refused = as_nobody("scontrol", "update", f"JobId={job}", "StartTime=now")
+    assert refused.returncode != 0, "only root and the operator may move a GPU job's start"
+
+
+def test_restarting_the_cluster_after_a_controller_crash_keeps_waiting_jobs(site):
+    job = sbatch(site, site.language, 1)
+    stop_controller()
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "slurm-cluster.sh"
+    done = subprocess.run(["bash", str(script), "start"], capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert site.slurm.squeue(job) == ("PENDING", "")
+    assert os.path.exists(os.path.join(os.path.dirname(SLURM_CONF), "job_submit.lua"))
