@@ -1,9 +1,12 @@
 """The Slurm backend: observe and apply through Slurm's CLI with JSON output. No policy here.
 
 Race-free control (README "Backends: Slurm and Kubernetes"):
-- Every job is held when it is submitted (the test cluster's job_submit.lua sets priority 0; the
-  portal's own submissions also pass --hold), so nothing starts until the portal admits it.
-- start: pin the placement (`scontrol update JobId=X NodeList=... StartTime=now`) and release.
+- Every GPU job waits when it is submitted: job_submit.lua sets its begin time far ahead (the
+  portal's own submissions pass --begin the same way), so nothing starts until the portal admits
+  it. CPU-only jobs are not the portal's (the lua and observe() leave them alone). A priority-0
+  hold is someone else's (a user's `scontrol hold`) unless AdminComment says portal_hold=1.
+- start: pin the placement (`scontrol update JobId=X NodeList=... StartTime=now`); a job the portal
+  requeued and held is released. Array tasks are addressed one by one (`120_5`). docs/slurm.md.
 - preempt, resumable: `scontrol requeuehold X` (back to waiting for the portal, same job id);
   preempt, not resumable: `scancel X` (Slurm sends SIGTERM, then SIGKILL after KillWait: the grace).
 - cancel: `scancel X`. Ended jobs (completed, failed, cancelled) are read from `squeue -t all`.
@@ -80,6 +83,7 @@ ATTEMPT_KEY = "portal_attempt"
 RESTARTS_KEY = "portal_restarts"  # Slurm's restart count when the portal released the job
 HOLD_KEY = "portal_hold"  # 1: the portal requeued and held the job (a preemption), it releases it
 PORTAL_KEYS = (ATTEMPT_KEY, RESTARTS_KEY, HOLD_KEY)
+WAIT_FOR_PORTAL = "--begin=now+2600weeks"  # sbatch's way of saying "not before the portal starts it"
 NOTE_SEPARATOR = " | "  # AdminComment: "<portal keys> | <sentence for people>"
 ADMIN_COMMENT_LIMIT = 1000
 ENDED = frozenset({JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED, JobState.NODE_FAILURE})
@@ -360,7 +364,7 @@ class SlurmBackend:
             f"min_runtime={int(request.min_runtime_s)}s,resumable={'yes' if request.resumable else 'no'}"
         )
         arguments = [
-            "--hold",
+            WAIT_FOR_PORTAL,  # as job_submit.lua does: a begin time only the portal moves to now
             f"--account={account_name(request.account)}",
             f"--job-name={request.name or f'workload-{request.workload_id}'}",
             f"--comment={comment}",
