@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Q
 
 from scheduling.accounting import accounting_charge_usage, lease_for
 from scheduling.backends.base import ClusterState, JobState, ObservedJob, ObservedNode
@@ -226,16 +225,16 @@ def _follow_backend_holds(
     *, cluster: Cluster, matched: list[tuple[ObservedJob, Known]], now: datetime
 ) -> None:
     """A hold set or lifted in the backend (a user's `scontrol hold`) becomes or stops being the
-    pending workload's hold; the pass never releases such a job itself."""
-    held = {known.id: job for job, known in matched if job.held_by and job.state == JobState.WAITING}
-    lifted = {known.id: job for job, known in matched if not job.held_by}
-    candidates = Workload.objects.filter(cluster=cluster, state=WorkloadState.PENDING).filter(
-        Q(pk__in=list(held), held=False) | Q(pk__in=list(lifted), held=True, held_note=BACKEND_HOLD_NOTE)
-    )
-    for workload in candidates.order_by("pk"):
-        workload_follow_backend_hold(
-            workload=workload, job=held.get(workload.pk) or lifted[workload.pk], now=now
-        )
+    pending workload's hold; the pass never releases such a job itself. Two small reads: the jobs
+    the backend reports held, and the workloads held because the backend said so."""
+    jobs = {known.id: job for job, known in matched}
+    held = [wid for wid, job in jobs.items() if job.held_by and job.state == JobState.WAITING]
+    pending = Workload.objects.filter(cluster=cluster, state=WorkloadState.PENDING)
+    to_hold = set(pending.filter(pk__in=held, held=False).values_list("pk", flat=True))
+    backend_held = pending.filter(held=True, held_note=BACKEND_HOLD_NOTE).values_list("pk", flat=True)
+    to_lift = {wid for wid in backend_held if wid in jobs and not jobs[wid].held_by}
+    for workload in pending.filter(pk__in=sorted(to_hold | to_lift)).order_by("pk"):
+        workload_follow_backend_hold(workload=workload, job=jobs[workload.pk], now=now)
 
 
 def _adoptable(job: ObservedJob) -> bool:

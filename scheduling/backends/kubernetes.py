@@ -311,8 +311,13 @@ def pending_event(job: KubeJob, condition: dict) -> dict:
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"generateName": f"{job.name}.", "namespace": job.namespace},
-        "involvedObject": {"apiVersion": "batch/v1", "kind": "Job", "name": job.name,
-                           "namespace": job.namespace, "uid": job.uid},  # fmt: skip
+        "involvedObject": {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": job.name,
+            "namespace": job.namespace,
+            "uid": job.uid,
+        },  # fmt: skip
         "reason": condition["reason"],
         "message": condition["message"],
         "type": "Normal",
@@ -352,7 +357,9 @@ def start_patch(job: KubeJob, placement: tuple[tuple[str, int], ...], *, attempt
     for key, value in ((PLACEMENT_ANNOTATION, ",".join(nodes)), (ATTEMPT_ANNOTATION, str(attempt))):
         operations.append({"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value})
     if SUSPENDED_BY_ANNOTATION in job.annotations:  # running again: the portal's suspension is over
-        operations.append({"op": "remove", "path": f"/metadata/annotations/{_escape(SUSPENDED_BY_ANNOTATION)}"})
+        operations.append(
+            {"op": "remove", "path": f"/metadata/annotations/{_escape(SUSPENDED_BY_ANNOTATION)}"}
+        )
     if job.pods == 1:
         selector = {
             "op": "add",
