@@ -116,3 +116,36 @@ def test_clusters_on_other_backends_never_call_sacctmgr(lab_simulated, sacctmgr_
 @pytest.fixture
 def lab_simulated(db):  # noqa: ANN001, ANN201
     return Cluster.objects.create(name="sim", slug="sim", gpu_type="A100")
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_the_mirror_task_runs_on_a_real_worker_outside_any_pass(slurm):  # noqa: ANN001
+    from django.conf import settings
+    from django.db import connections
+
+    from tests.scheduling.processes import kill, wait_for
+    from tests.scheduling.test_celery_worker import start_worker
+
+    if not settings.CELERY_BROKER_URL.startswith("redis"):
+        pytest.skip("needs REDIS_URL (the real Redis broker); .ci/run sets it")
+    cluster = Cluster.objects.create(
+        name="slurm-task", slug="slurm-task", backend_kind="slurm", gpu_type="gpu",
+        backend_settings={"slurm_conf": SLURM_CONF, "timeout_s": 5, "slurm_users": ["root"]},
+    )  # fmt: skip
+    root_slug = f"task{uuid.uuid4().hex[:6]}"
+    root = BudgetNode.objects.create(name="Lab", slug=root_slug, path=root_slug)
+    Allocation.objects.create(node=root, cluster=cluster, gpus=Decimal(16))
+    queue = f"test-mirror-{uuid.uuid4().hex[:8]}"
+    process = start_worker(queue)
+    try:
+        from scheduling.tasks import mirror_slurm_accounts
+
+        mirror_slurm_accounts.apply_async(args=[cluster.pk], queue=queue, expires=60)
+        wait_for(
+            lambda: root_slug in accounts_in_slurm(), timeout=60, what="the worker's mirror", process=process
+        )
+    finally:
+        kill(process)
+        connections.close_all()
+    assert SchedulingPass.objects.filter(cluster=cluster).count() == 0
