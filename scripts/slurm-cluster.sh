@@ -146,7 +146,7 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   end
   if job_desc.begin_time ~= nil and job_desc.begin_time ~= 0 and job_desc.begin_time ~= slurm.NO_VAL then
     slurm.log_user("GPU portal: a GPU job starts when the portal admits it; see the portal link in AdminComment")
-    return slurm.ERROR
+    return slurm.ESLURM_ACCESS_DENIED or slurm.ERROR  -- scontrol says "Access/permission denied"
   end
   return slurm.SUCCESS
 end
@@ -237,6 +237,20 @@ add_operator() {  # the portal may run its Slurm calls as $OPERATOR instead of r
   sacctmgr -n -P show user format=user | grep -qx "$OPERATOR" \
     || sacctmgr -i add user "$OPERATOR" account=root >/dev/null
   sacctmgr -i modify user "$OPERATOR" set adminlevel=Admin >/dev/null || true
+}
+
+kill_pidfiles() {  # TERM every daemon named by the pid files at once, then wait for all (KILL after 5 s)
+  local pids=() file
+  for file in "$@"; do [ -f "$file" ] && pids+=("$(cat "$file")"); done
+  [ "${#pids[@]}" -gt 0 ] || return 0
+  kill "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 50); do
+    local alive=() pid
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
+    [ "${#alive[@]}" -eq 0 ] && return 0
+    sleep 0.1
+  done
+  kill -9 "${pids[@]}" 2>/dev/null || true
 }
 
 our_job_steps() {  # slurmstepd processes of this cluster's slurmd (their SLURM_CONF is ours)
