@@ -86,6 +86,7 @@ PORTAL_KEYS = (ATTEMPT_KEY, RESTARTS_KEY, HOLD_KEY)
 WAIT_FOR_PORTAL = "--begin=now+2600weeks"  # sbatch's way of saying "not before the portal starts it"
 NOTE_SEPARATOR = " | "  # AdminComment: "<portal keys> | <sentence for people>"
 ADMIN_COMMENT_LIMIT = 1000
+NOTE_UPDATES_PER_PASS = 100  # scontrol calls for notes per pass; the rest follow in later passes
 ENDED = frozenset({JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED, JobState.NODE_FAILURE})
 # Words in a failed command's stderr that mean "the controller is not answering", not "bad request".
 UNREACHABLE_MARKERS = (
@@ -334,23 +335,28 @@ class SlurmBackend:
 
     def annotate(self, notes: dict[str, str]) -> int:
         """Write each waiting job's note (the portal's pending reason) after its AdminComment keys,
-        where `squeue -O ...,AdminComment` and `scontrol show job` show it; only notes that differ
-        from what the job already says are written. Tasks of an array not yet split off share one
-        record, so they are left alone (one update would touch every task). Returns the count."""
+        where `scontrol show job` and `sacct -o AdminComment` show it; only notes that differ from
+        what the job already says are written, in the notes' order (queue position), at most
+        NOTE_UPDATES_PER_PASS. Tasks of an array not yet split off share one record, so they are
+        left alone (one update would touch every task). Returns how many jobs were written."""
+        jobs = {job.ref: job for job in self.jobs() if not job.array_job_id}
         written = 0
-        for job in self.jobs():
-            note = notes.get(job.ref)
-            if note is None or job.array_job_id or observed_state(job) is not JobState.WAITING:
+        for ref, wanted in notes.items():
+            job, note = jobs.get(ref), wanted[: ADMIN_COMMENT_LIMIT - 100]
+            if job is None or observed_state(job) is not JobState.WAITING:
                 continue
-            if job.admin_comment.partition(NOTE_SEPARATOR)[2] == note[: ADMIN_COMMENT_LIMIT - 100]:
+            if job.admin_comment.partition(NOTE_SEPARATOR)[2] == note:
                 continue
-            update = admin_comment(portal_marks(job), note=note[: ADMIN_COMMENT_LIMIT - 100])
             try:
-                self.cli.run("scontrol", "update", f"JobId={job.ref}", update)
+                self.cli.run(
+                    "scontrol", "update", f"JobId={ref}", admin_comment(portal_marks(job), note=note)
+                )
             except SlurmCommandError as error:  # ended meanwhile: the next pass sees it
-                logger.info("no note on Slurm job %s: %s", job.ref, error)
+                logger.info("no note on Slurm job %s: %s", ref, error)
                 continue
             written += 1
+            if written >= NOTE_UPDATES_PER_PASS:
+                break
         return written
 
     def submit(self, request: SubmitRequest) -> str:

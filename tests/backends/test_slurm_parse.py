@@ -290,3 +290,21 @@ def test_a_clusters_backend_settings_configure_the_adapter_it_gets():
     assert isinstance(adapter, SlurmBackend)
     assert (adapter.settings.gpu_type, adapter.settings.timeout_s) == ("A100", 3)
     assert adapter.cli.env["SLURM_CONF"] == "/etc/x/slurm.conf"
+
+
+def test_an_arrays_pending_record_is_read_as_one_job_per_task_sharing_its_submit_time():
+    import json
+
+    from scheduling.backends.slurm_parse import expand_array_tasks, read_squeue
+
+    record = {"job_id": 120, "array_job_id": 120, "array_task_id": 4294967294, "array_task_string": "1-3,7:2%2",
+              "job_state": "PENDING", "submit_time": 1000, "tres_req_str": "gres/gpu=1", "priority": 1,
+              "time_limit": 5}  # fmt: skip
+    broken = {"job_id": 121, "job_state": "PENDING", "tres_req_str": 7}
+
+    jobs, unreadable = read_squeue(json.dumps({"jobs": [record, broken]}))
+
+    assert expand_array_tasks("1-3,7:2%2") == (1, 2, 3, 7)
+    assert [job.ref for job in jobs] == ["120_1", "120_2", "120_3", "120_7"]
+    assert {(job.submitted_at, job.time_limit_s) for job in jobs} == {(1000.0, 300.0)}
+    assert [ref for ref, _ in unreadable] == ["121"]
