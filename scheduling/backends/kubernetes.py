@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from scheduling.models import Cluster
 
 logger = logging.getLogger(__name__)
+NOTE_UPDATES_PER_PASS = 100  # Jobs whose pending-reason condition and Event a pass writes
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +275,8 @@ class KubernetesBackend:
             )  # fmt: skip
             self._call(self.core.create_namespaced_event, job.namespace, pending_event(job, condition))
             written += 1
+            if written >= NOTE_UPDATES_PER_PASS:  # the rest follow in later passes
+                break
         return written
 
     def submit(self, request: SubmitRequest) -> str:
