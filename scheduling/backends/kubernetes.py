@@ -255,10 +255,11 @@ class KubernetesBackend:
         """Put each waiting Job's pending reason where `kubectl describe job` shows it, as Kueue does:
         a ``GPUPortalPending`` condition in the Job's status and an Event on the Job. Only notes that
         differ from the Job's current condition are written. Returns how many Jobs changed."""
+        jobs = {job.ref: job for job in self.jobs()}
         written = 0
-        for job in self.jobs():
-            note = notes.get(job.ref)
-            if note is None or observed_state(job) is not JobState.WAITING:
+        for ref, note in notes.items():  # in queue order: the first in line are told first
+            job = jobs.get(ref)
+            if job is None or observed_state(job) is not JobState.WAITING:
                 continue
             mine = next((c for c in job.conditions if c.get("type") == PENDING_CONDITION), None)
             if mine is not None and mine.get("message") == note:
