@@ -43,7 +43,10 @@ install_packages() {
     || { "${apt[@]}" update && DEBIAN_FRONTEND=noninteractive "${apt[@]}" install slurm-wlm slurmdbd munge slurm-client >/dev/null; }
 }
 
-first_job_id() {
+first_job_id() {  # kept across restarts (slurm.conf must not change under running slurmd)
+  local kept
+  kept=$(sed -n 's/^FirstJobId=//p' "$SLURM_CONF" 2>/dev/null || true)
+  if [ -n "$kept" ] && [ -f "$STATE_DIR/ctld/job_state" ]; then echo "$kept"; return; fi
   local last
   last=$(mysql -h "$DB_HOST" -uroot -N -e "SELECT COALESCE(MAX(id_job), 0) FROM $DB_NAME.portal_job_table" 2>/dev/null || echo 0)
   echo $((${last:-0} + 1))
@@ -58,9 +61,10 @@ write_configs() {
   for i in $(seq 0 $((GPUS_PER_NODE - 1))); do
     [ -e "$STATE_DIR/dev/gpu$i" ] || mknod "$STATE_DIR/dev/gpu$i" c 1 3
   done
+  local first_id; first_id=$(first_job_id)  # before the file is truncated below
   cat >"$STATE_DIR/etc/slurm.conf" <<EOF
 ClusterName=portal
-FirstJobId=$(first_job_id)
+FirstJobId=$first_id
 SlurmctldHost=localhost
 SlurmUser=root
 SlurmdUser=root
