@@ -115,6 +115,7 @@ class SlurmSettings:
     partition: str | None = None  # only observe jobs and nodes of this partition
     workdir: str = "/tmp"  # working directory of jobs the portal submits
     run_as: str | None = None  # a non-root Slurm account (AdminLevel=Admin) the commands run as
+    mirror_timeout_s: float = 120.0  # per sacctmgr call of the account mirror (outside the pass)
 
     @classmethod
     def from_mapping(cls, settings: dict, *, gpu_type: str = "gpu") -> SlurmSettings:

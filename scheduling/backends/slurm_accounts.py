@@ -15,13 +15,13 @@ import os
 import re
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from scheduling.models import Cluster
 
-    from .slurm import SlurmCli
+    from .slurm import SlurmCli, SlurmSettings
 
 logger = logging.getLogger(__name__)
 MAX_ACCOUNT_LENGTH = 63  # also a Kubernetes label value (<= 63 characters)
@@ -192,7 +192,9 @@ def mirror_accounts(
     from .slurm import SlurmCli, SlurmSettings
 
     started = time.perf_counter()
-    counting = CountingCli(cli or SlurmCli(SlurmSettings.from_mapping(cluster.backend_settings or {})))
+    counting = CountingCli(
+        cli or SlurmCli(mirror_settings(SlurmSettings.from_mapping(cluster.backend_settings or {})))
+    )
     wanted = wanted if wanted is not None else wanted_accounts(cluster=cluster)
     current = parse_associations(counting.run("sacctmgr", "-n", "-P", "show", "assoc", ASSOC_FORMAT))
     ours = parse_portal_accounts(
@@ -211,6 +213,12 @@ def mirror_accounts(
         shares_changed=tuple(name for name, _ in plan.shares), sacctmgr_calls=counting.calls,
         seconds=round(time.perf_counter() - started, 3),
     )  # fmt: skip
+
+
+def mirror_settings(settings: SlurmSettings) -> SlurmSettings:
+    """The mirror runs outside the pass, so its sacctmgr calls may take longer than the pass's
+    per-command ``timeout_s``: ``mirror_timeout_s`` (default 120 s) applies to them."""
+    return replace(settings, timeout_s=max(settings.timeout_s, settings.mirror_timeout_s))
 
 
 @dataclass(frozen=True, slots=True)
