@@ -36,6 +36,8 @@ if not SECRET_KEY:
         "SECRET_KEY is not set (required unless DEBUG=true); set it to a long random string"
     )
 
+# The portal's address as users reach it; links written into backend jobs (AdminComment, Events).
+PORTAL_URL = env_str("PORTAL_URL", "http://localhost:8000")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -205,10 +207,16 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
 EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))  # for the file-based backend
 CELERY_TASK_ROUTES = {"budgets.whatif_run": {"queue": WHATIF_QUEUE}}
+# How often beat checks that each Slurm cluster's accounts mirror the budget tree (docs/slurm.md).
+SLURM_MIRROR_INTERVAL_S = env_int("SLURM_MIRROR_INTERVAL_S", 60, minimum=5)
 CELERY_BEAT_SCHEDULE = {
     "scheduling-passes": {
         "task": "scheduling.schedule_passes",
         "schedule": float(SCHEDULING_PASS_INTERVAL_S),
+    },
+    "slurm-account-mirrors": {
+        "task": "scheduling.schedule_slurm_mirrors",
+        "schedule": float(SLURM_MIRROR_INTERVAL_S),
     },
     "prune-history": {
         "task": "portal.prune_history",

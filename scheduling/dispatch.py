@@ -187,6 +187,7 @@ def _action(decision: Decision) -> Action:
             ref=workload.backend_ref,
             attempt=decision.attempt,
             requeue=decision.requeue,
+            reason=decision.reason,
         )
     return CancelAction(workload_id=workload.pk, ref=workload.backend_ref)
 

@@ -8,7 +8,8 @@
 5. Dispatch: submit new workloads, push preemptions, starts and cancels, then record their effects.
 
 After the phases, untimed: on commit the pass is folded into the pages' hourly rollups (its
-duration stored as ``rollups_ms``), and a Slurm cluster's accounts are mirrored if the tree changed.
+duration stored as ``rollups_ms``). A Slurm cluster's accounts are mirrored by their own task
+(``scheduling.mirror_slurm_accounts``), never inside a pass.
 
 A pass that dies after 4 leaves undispatched decisions; the next pass supersedes them, reconciles
 with what the backend really did (starts are idempotent by workload + attempt) and plans again,
@@ -30,11 +31,12 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from scheduling.backend_notes import backend_notes_write
 from scheduling.backends.base import Backend, BackendUnavailable
 from scheduling.backends.registry import backend_for
 from scheduling.dispatch import dispatch
 from scheduling.locks import pass_claim
-from scheduling.models import BackendKind, Cluster, PassStatus, SchedulingPass
+from scheduling.models import Cluster, PassStatus, SchedulingPass
 from scheduling.persist import persist_backend_unavailable, persist_plan
 from scheduling.policy import Plan, PolicyConfig, Snapshot, plan
 from scheduling.reconcile import reconcile
@@ -99,8 +101,6 @@ def run_pass(
         record = _pass_begin(cluster=cluster, now=now)
         with cyclic_gc_paused():
             _pass_run(record, cluster=cluster, backend=backend, planner=planner or plan, now=now)
-        if record.status == PassStatus.COMPLETED:
-            _accounts_sync(cluster)
         return PassOutcome(ran=True, pass_id=record.pk, status=record.status)
 
 
@@ -147,6 +147,8 @@ def _phases(
             counts.runs_closed,
             counts.adopted,
         )
+        if counts.skipped:  # the pass goes on; the jobs it left alone are named on it
+            record.error = "reconcile skipped " + "; ".join(counts.skipped)
     # 2. Snapshot
     with phase(record, "snapshot"):
         inputs = snapshot_read(cluster=cluster, now=now, backend_name=getattr(backend, "name", "backend"))
@@ -159,6 +161,8 @@ def _phases(
     # 5. Dispatch
     with phase(record, "dispatch"):
         dispatch(record=record, cluster=cluster, backend=backend, now=now)
+    # 6. Tell the waiting jobs why they wait, in the backend's own tools (outside the timed phases)
+    backend_notes_write(cluster=cluster, backend=backend)
 
 
 def _rollups_fold_on_commit(record: SchedulingPass) -> None:
@@ -191,23 +195,6 @@ def _notifications_on_commit(record: SchedulingPass) -> None:
         from notifications.services import fan_out_due_queue
 
         transaction.on_commit(fan_out_due_queue, robust=True)
-
-
-def _accounts_sync(cluster: Cluster) -> None:
-    """After the phases of a Slurm pass: mirror the budget tree into sacctmgr if it changed, so a new
-    allocation becomes a valid ``sbatch --account`` within one pass. A failure is logged and retried
-    by the next pass; it never fails this one (the phases already ran)."""
-    if cluster.backend_kind != BackendKind.SLURM:
-        return
-    from scheduling.backends.slurm_accounts import slurm_accounts_sync
-
-    try:
-        report = slurm_accounts_sync(cluster=cluster)
-    except Exception:  # any Slurm or sacctmgr failure: the pass's own work is done and kept
-        logger.exception("mirroring the budget tree into Slurm accounts failed for cluster %s", cluster.slug)
-        return
-    if report is not None:
-        logger.info("Slurm accounts of cluster %s mirrored: %s", cluster.slug, report)
 
 
 def passes_due(*, now: datetime | None = None) -> list[tuple[int, int]]:

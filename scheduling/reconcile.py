@@ -8,7 +8,7 @@ Every rule is idempotent: observing the same state twice changes nothing the sec
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
@@ -30,7 +30,12 @@ from scheduling.models import (
     WorkloadState,
 )
 from scheduling.services.runs import run_close, run_open
-from scheduling.services.workloads import IllegalTransition, workload_adopt, workload_transition
+from scheduling.services.workloads import (
+    BACKEND_HOLD_NOTE,
+    workload_adopt,
+    workload_follow_backend_hold,
+    workload_transition,
+)
 
 logger = logging.getLogger(__name__)
 SAMPLE_EVERY = timedelta(seconds=30)
@@ -48,6 +53,11 @@ class ReconcileCounts:
     runs_opened: int = 0
     runs_closed: int = 0
     adopted: int = 0
+    skipped: list[str] = field(default_factory=list)  # "job <ref>: <error>" for each job left alone
+
+    def skip(self, ref: str, error: object) -> None:
+        logger.warning("reconcile skipped job %s: %s", ref, error)
+        self.skipped.append(f"job {ref}: {error}")
 
 
 def at(seconds: float | None, default: datetime) -> datetime:
@@ -71,6 +81,8 @@ def reconcile(
     model rows are loaded only for the few that need a change.
     """
     counts = ReconcileCounts()
+    for unreadable in state.unreadable:
+        counts.skip(unreadable.ref, unreadable.error)
     Decision.objects.filter(
         cluster=cluster, dispatched_at__isnull=True, superseded=False,
         kind__in=[DecisionKind.START, DecisionKind.PREEMPT],
@@ -88,7 +100,12 @@ def reconcile(
     to_sync = [
         (job, light.id) for job, light in matched if not _settled(job, light, open_attempts.get(light.id))
     ]
-    vanished = sorted(open_attempts.keys() - {light.id for _, light in matched})
+    unreadable = {job.ref for job in state.unreadable}
+    vanished = sorted(
+        open_attempts.keys()
+        - {light.id for _, light in matched}
+        - {light.id for ref, light in known.items() if ref in unreadable}
+    )
     workloads = Workload.objects.select_related("cluster").in_bulk([wid for _, wid in to_sync] + vanished)
     runs = {
         run.workload_id: run
@@ -98,8 +115,9 @@ def reconcile(
         try:
             with transaction.atomic():  # one odd job must not stop the whole cluster's pass
                 _sync(workloads[wid], job, runs.get(wid), now=now, funded_ids=funded_ids, counts=counts)
-        except IllegalTransition as refused:
-            logger.warning("reconcile skipped job %s: %s", job.ref, refused)
+        except Exception as error:  # noqa: BLE001 - any failure stays with its job; the pass goes on
+            counts.skip(job.ref, f"{type(error).__name__}: {error}")
+    _follow_backend_holds(cluster=cluster, matched=matched, now=now)
     for wid in vanished:
         _close_vanished(workloads[wid], runs.get(wid), now=now, counts=counts)
     _sample_utilisation(cluster=cluster, matched=matched, now=now)
@@ -191,11 +209,32 @@ def _known_workloads(
             found[known.ref] = known
     for job in jobs:
         if job.workload_id is None and job.ref not in found and _adoptable(job):
-            workload = workload_adopt(cluster=cluster, job=job, now=now)
+            try:
+                with transaction.atomic():  # a job we cannot adopt is skipped, never the pass
+                    workload = workload_adopt(cluster=cluster, job=job, now=now)
+            except Exception as error:  # noqa: BLE001 - recorded on the pass with the job's ref
+                counts.skip(job.ref, f"not adopted: {type(error).__name__}: {error}")
+                continue
             known = Known(workload.pk, workload.backend_ref, workload.state, workload.attempt, workload.gpus)
             found[known.id] = found[job.ref] = known
             counts.adopted += 1
     return found
+
+
+def _follow_backend_holds(
+    *, cluster: Cluster, matched: list[tuple[ObservedJob, Known]], now: datetime
+) -> None:
+    """A hold set or lifted in the backend (a user's `scontrol hold`) becomes or stops being the
+    pending workload's hold; the pass never releases such a job itself. Two small reads: the jobs
+    the backend reports held, and the workloads held because the backend said so."""
+    jobs = {known.id: job for job, known in matched}
+    held = [wid for wid, job in jobs.items() if job.held_by and job.state == JobState.WAITING]
+    pending = Workload.objects.filter(cluster=cluster, state=WorkloadState.PENDING)
+    to_hold = set(pending.filter(pk__in=held, held=False).values_list("pk", flat=True))
+    backend_held = pending.filter(held=True, held_note=BACKEND_HOLD_NOTE).values_list("pk", flat=True)
+    to_lift = {wid for wid in backend_held if wid in jobs and not jobs[wid].held_by}
+    for workload in pending.filter(pk__in=sorted(to_hold | to_lift)).order_by("pk"):
+        workload_follow_backend_hold(workload=workload, job=jobs[workload.pk], now=now)
 
 
 def _adoptable(job: ObservedJob) -> bool:

@@ -21,3 +21,22 @@ def schedule_passes() -> list[int]:
         # A pass still queued when the next one is due is dropped rather than piling up.
         run_scheduling_pass.apply_async(args=[cluster_id], expires=max(interval_s, 5))
     return [cluster_id for cluster_id, _ in due]
+
+
+@shared_task(name="scheduling.mirror_slurm_accounts", ignore_result=True)
+def mirror_slurm_accounts(cluster_id: int) -> str:
+    """Mirror the budget tree into one Slurm cluster's accounts if it changed (outside any pass)."""
+    from scheduling.services.slurm_mirror import slurm_mirror_run
+
+    return slurm_mirror_run(cluster_id=cluster_id)
+
+
+@shared_task(name="scheduling.schedule_slurm_mirrors", ignore_result=True)
+def schedule_slurm_mirrors() -> list[int]:
+    """Beat: one mirror task per Slurm cluster; each costs a few queries when the tree is unchanged."""
+    from scheduling.services.slurm_mirror import slurm_clusters
+
+    clusters = slurm_clusters()
+    for cluster_id in clusters:
+        mirror_slurm_accounts.apply_async(args=[cluster_id], expires=60)
+    return clusters

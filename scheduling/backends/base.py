@@ -68,6 +68,17 @@ class ObservedJob:
     resumable: bool | None = None
     name: str = ""
     gpu_utilisation: float | None = None  # mean busy % since the last observation, when reported
+    submitted_at: float | None = None  # when the user submitted it (an array's tasks share it)
+    max_runtime_s: float | None = None  # the declared limit (Slurm --time, activeDeadlineSeconds)
+    held_by: str = ""  # a hold the portal did not set (a user's `scontrol hold`): who holds it
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableJob:
+    """A job the backend reported but the adapter could not read; the pass skips it and says why."""
+
+    ref: str
+    error: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +86,7 @@ class ClusterState:
     observed_at: float
     nodes: tuple[ObservedNode, ...]
     jobs: tuple[ObservedJob, ...]
+    unreadable: tuple[UnreadableJob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +103,7 @@ class PreemptAction:
     ref: str
     attempt: int
     requeue: bool  # True: back to waiting for the portal; False: end the job
+    reason: str = ""  # why, in words the job's owner reads (the backend shows it where it can)
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,8 +46,10 @@ from .kubernetes_parse import (
     HOSTNAME_LABEL,
     MIN_RUNTIME_ANNOTATION,
     PATH_ANNOTATION,
+    PENDING_CONDITION,
     PLACEMENT_ANNOTATION,
     RESUMABLE_ANNOTATION,
+    SUSPENDED_BY_ANNOTATION,
     USER_ANNOTATION,
     WORKLOAD_LABEL,
     KubeJob,
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from scheduling.models import Cluster
 
 logger = logging.getLogger(__name__)
+NOTE_UPDATES_PER_PASS = 100  # Jobs whose pending-reason condition and Event a pass writes
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +186,9 @@ class KubernetesBackend:
             min_runtime_s=self.min_runtime_s(job),
             resumable=self.resumable(job),
             name=job.name,
+            submitted_at=job.created_at,
+            max_runtime_s=job.deadline_s,
+            held_by=suspended_by_user(job),
         )
 
     def min_runtime_s(self, job: KubeJob) -> float | None:
@@ -215,6 +221,8 @@ class KubernetesBackend:
                 refused[action.workload_id] = (
                     f"Kubernetes refused Job {action.ref}: {error.status} {error.reason}"
                 )
+            except SuspendedByUser as error:
+                refused[action.workload_id] = str(error)
         if refused:
             raise ActionsRefused(refused)
 
@@ -223,11 +231,15 @@ class KubernetesBackend:
         if state in ENDED:
             return
         if isinstance(action, StartAction):
+            if suspended_by_user(job):
+                raise SuspendedByUser(f"Job {job.ref} was suspended by {suspended_by_user(job)}; it stays so")
             if state is JobState.WAITING:
                 self._patch(job, start_patch(job, action.placement, attempt=action.attempt))
         elif isinstance(action, PreemptAction) and action.requeue:
             if state is JobState.RUNNING:
-                self._patch(job, [{"op": "replace", "path": "/spec/suspend", "value": True}])
+                mark = {"op": "add", "path": f"/metadata/annotations/{_escape(SUSPENDED_BY_ANNOTATION)}",
+                        "value": "portal"}  # fmt: skip
+                self._patch(job, [mark, {"op": "replace", "path": "/spec/suspend", "value": True}])
         elif isinstance(action, PreemptAction | CancelAction):
             self._call(
                 self.batch.delete_namespaced_job, job.name, job.namespace, propagation_policy="Background"
@@ -239,6 +251,35 @@ class KubernetesBackend:
             _content_type="application/json-patch+json",
         )  # fmt: skip
 
+    def annotate(self, notes: dict[str, str]) -> int:
+        """Put each waiting Job's pending reason where `kubectl describe job` shows it, as Kueue does:
+        a ``GPUPortalPending`` condition in the Job's status and an Event on the Job. Only notes that
+        differ from the Job's current condition are written. Returns how many Jobs changed."""
+        jobs = {job.ref: job for job in self.jobs()}
+        written = 0
+        for ref, note in notes.items():  # in queue order: the first in line are told first
+            job = jobs.get(ref)
+            if job is None or observed_state(job) is not JobState.WAITING:
+                continue
+            mine = next((c for c in job.conditions if c.get("type") == PENDING_CONDITION), None)
+            if mine is not None and mine.get("message") == note:
+                continue
+            code = note.split(" ", 1)[0].rstrip(":")
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            condition = {"type": PENDING_CONDITION, "status": "True", "reason": _camel(code),
+                         "message": note, "lastProbeTime": now, "lastTransitionTime": now}  # fmt: skip
+            others = [c for c in job.conditions if c.get("type") != PENDING_CONDITION]
+            patch = [{"op": "add", "path": "/status/conditions", "value": [*others, condition]}]
+            self._call(
+                self.batch.patch_namespaced_job_status, job.name, job.namespace, patch,
+                _content_type="application/json-patch+json",
+            )  # fmt: skip
+            self._call(self.core.create_namespaced_event, job.namespace, pending_event(job, condition))
+            written += 1
+            if written >= NOTE_UPDATES_PER_PASS:  # the rest follow in later passes
+                break
+        return written
+
     def submit(self, request: SubmitRequest) -> str:
         """Create a suspended Job for a workload submitted through the portal's API; returns its ref."""
         manifest = job_manifest(request, namespace=self.settings.namespace, image=self.settings.image)
@@ -247,6 +288,48 @@ class KubernetesBackend:
 
 
 ENDED = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.NODE_FAILURE})
+
+
+class SuspendedByUser(RuntimeError):
+    """A start refused because someone else than the portal suspended the Job after it ran."""
+
+
+def suspended_by_user(job: KubeJob) -> str:
+    """Who suspended a Job the portal had started, when the portal did not (its own preemption
+    marks the Job); "" otherwise. Such a Job is the user's hold: the portal never unsuspends it."""
+    if not job.suspended or job.outcome or PLACEMENT_ANNOTATION not in job.annotations:
+        return ""
+    if job.annotations.get(SUSPENDED_BY_ANNOTATION) == "portal":
+        return ""
+    return job.annotations.get(USER_ANNOTATION) or "a Kubernetes user"
+
+
+def _camel(code: str) -> str:
+    """FAIR_SHARE -> FairShare (Kubernetes reasons are CamelCase)."""
+    return "".join(part.capitalize() for part in code.split("_")) or "Pending"
+
+
+def pending_event(job: KubeJob, condition: dict) -> dict:
+    """A core/v1 Event on the Job, as `kubectl describe job` lists it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{job.name}.", "namespace": job.namespace},
+        "involvedObject": {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": job.name,
+            "namespace": job.namespace,
+            "uid": job.uid,
+        },  # fmt: skip
+        "reason": condition["reason"],
+        "message": condition["message"],
+        "type": "Normal",
+        "source": {"component": "gpu-portal"},
+        "firstTimestamp": condition["lastTransitionTime"],
+        "lastTimestamp": condition["lastTransitionTime"],
+        "count": 1,
+    }
 
 
 def observed_state(job: KubeJob) -> JobState:
@@ -277,6 +360,10 @@ def start_patch(job: KubeJob, placement: tuple[tuple[str, int], ...], *, attempt
     operations = [] if job.has_annotations else [{"op": "add", "path": "/metadata/annotations", "value": {}}]
     for key, value in ((PLACEMENT_ANNOTATION, ",".join(nodes)), (ATTEMPT_ANNOTATION, str(attempt))):
         operations.append({"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value})
+    if SUSPENDED_BY_ANNOTATION in job.annotations:  # running again: the portal's suspension is over
+        operations.append(
+            {"op": "remove", "path": f"/metadata/annotations/{_escape(SUSPENDED_BY_ANNOTATION)}"}
+        )
     if job.pods == 1:
         selector = {
             "op": "add",

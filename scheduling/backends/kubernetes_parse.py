@@ -28,6 +28,8 @@ RESUMABLE_ANNOTATION = PREFIX + "resumable"
 USER_ANNOTATION = PREFIX + "user"
 ATTEMPT_ANNOTATION = PREFIX + "attempt"
 PLACEMENT_ANNOTATION = PREFIX + "placement"
+SUSPENDED_BY_ANNOTATION = PREFIX + "suspended-by"  # "portal" while the portal's own preemption suspends it
+PENDING_CONDITION = "GPUPortalPending"  # the Job condition that carries the portal's pending reason
 GPU_RESOURCE = "nvidia.com/gpu"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 BLOCKING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -69,6 +71,10 @@ class KubeJob:
     ended_at: float | None
     outcome: str  # "" while not finished, else "Complete" or "Failed"
     has_annotations: bool
+    created_at: float | None = None
+    deadline_s: float | None = None  # spec.activeDeadlineSeconds: the declared maximum runtime
+    uid: str = ""
+    conditions: tuple[dict, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -142,6 +148,10 @@ def job_from_json(data: dict) -> KubeJob:
         ended_at=ended_at,
         outcome=outcome,
         has_annotations="annotations" in metadata and metadata["annotations"] is not None,
+        created_at=parse_time(metadata.get("creationTimestamp")),
+        deadline_s=float(spec["activeDeadlineSeconds"]) if spec.get("activeDeadlineSeconds") else None,
+        uid=metadata.get("uid") or "",
+        conditions=tuple(status.get("conditions") or ()),
     )
 
 

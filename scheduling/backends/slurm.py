@@ -1,9 +1,12 @@
 """The Slurm backend: observe and apply through Slurm's CLI with JSON output. No policy here.
 
 Race-free control (README "Backends: Slurm and Kubernetes"):
-- Every job is held when it is submitted (the test cluster's job_submit.lua sets priority 0; the
-  portal's own submissions also pass --hold), so nothing starts until the portal admits it.
-- start: pin the placement (`scontrol update JobId=X NodeList=... StartTime=now`) and release.
+- Every GPU job waits when it is submitted: job_submit.lua sets its begin time far ahead (the
+  portal's own submissions pass --begin the same way), so nothing starts until the portal admits
+  it. CPU-only jobs are not the portal's (the lua and observe() leave them alone). A priority-0
+  hold is someone else's (a user's `scontrol hold`) unless AdminComment says portal_hold=1.
+- start: pin the placement (`scontrol update JobId=X NodeList=... StartTime=now`); a job the portal
+  requeued and held is released. Array tasks are addressed one by one (`120_5`). docs/slurm.md.
 - preempt, resumable: `scontrol requeuehold X` (back to waiting for the portal, same job id);
   preempt, not resumable: `scancel X` (Slurm sends SIGTERM, then SIGKILL after KillWait: the grace).
 - cancel: `scancel X`. Ended jobs (completed, failed, cancelled) are read from `squeue -t all`.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 import subprocess
 import time
 from collections.abc import Callable
@@ -32,6 +36,7 @@ from .base import (
     PreemptAction,
     StartAction,
     SubmitRequest,
+    UnreadableJob,
 )
 from .slurm_accounts import account_name, is_shortened, path_for_account
 from .slurm_parse import (
@@ -45,7 +50,7 @@ from .slurm_parse import (
     parse_duration,
     parse_sacct,
     parse_sinfo,
-    parse_squeue,
+    read_squeue,
 )
 
 if TYPE_CHECKING:
@@ -76,6 +81,12 @@ JOB_STATES = {
 }
 ATTEMPT_KEY = "portal_attempt"
 RESTARTS_KEY = "portal_restarts"  # Slurm's restart count when the portal released the job
+HOLD_KEY = "portal_hold"  # 1: the portal requeued and held the job (a preemption), it releases it
+PORTAL_KEYS = (ATTEMPT_KEY, RESTARTS_KEY, HOLD_KEY)
+WAIT_FOR_PORTAL = "--begin=now+2600weeks"  # sbatch's way of saying "not before the portal starts it"
+NOTE_SEPARATOR = " | "  # AdminComment: "<portal keys> | <sentence for people>"
+ADMIN_COMMENT_LIMIT = 1000
+NOTE_UPDATES_PER_PASS = 100  # scontrol calls for notes per pass; the rest follow in later passes
 ENDED = frozenset({JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED, JobState.NODE_FAILURE})
 # Words in a failed command's stderr that mean "the controller is not answering", not "bad request".
 UNREACHABLE_MARKERS = (
@@ -103,6 +114,8 @@ class SlurmSettings:
     default_min_runtime_s: float | None = None  # when a job's comment has no min_runtime
     partition: str | None = None  # only observe jobs and nodes of this partition
     workdir: str = "/tmp"  # working directory of jobs the portal submits
+    run_as: str | None = None  # a non-root Slurm account (AdminLevel=Admin) the commands run as
+    mirror_timeout_s: float = 120.0  # per sacctmgr call of the account mirror (outside the pass)
 
     @classmethod
     def from_mapping(cls, settings: dict, *, gpu_type: str = "gpu") -> SlurmSettings:
@@ -116,12 +129,14 @@ class SlurmCli:
     def __init__(self, settings: SlurmSettings) -> None:
         self.timeout_s = settings.timeout_s
         self.env = {**os.environ, **({"SLURM_CONF": settings.slurm_conf} if settings.slurm_conf else {})}
+        self.prefix = run_as_prefix(settings.run_as)
 
     def run(self, *args: str) -> str:
         try:
             done = subprocess.run(
-                args, capture_output=True, text=True, timeout=self.timeout_s, env=self.env, check=False
-            )
+                (*self.prefix, *args),
+                capture_output=True, text=True, timeout=self.timeout_s, env=self.env, check=False,
+            )  # fmt: skip
         except subprocess.TimeoutExpired as error:
             raise BackendUnavailable(f"{args[0]} did not answer within {self.timeout_s:g} s") from error
         except FileNotFoundError as error:
@@ -129,6 +144,14 @@ class SlurmCli:
         if done.returncode != 0:
             raise _command_error(args, done.stderr.strip() or done.stdout.strip())
         return done.stdout
+
+
+def run_as_prefix(user: str | None) -> tuple[str, ...]:
+    """Commands run as ``user``: directly when the portal already is that user, else through
+    runuser (the portal then runs as root and drops to the operator account for every Slurm call)."""
+    if not user or user == pwd.getpwuid(os.getuid()).pw_name:
+        return ()
+    return ("runuser", "-u", user, "--")
 
 
 def _command_error(args: tuple[str, ...], message: str) -> Exception:
@@ -162,10 +185,16 @@ class SlurmBackend:
         return tuple(node for node in nodes if not partition or partition in node.partitions)
 
     def jobs(self) -> tuple[SlurmJob, ...]:
-        """Pending, running and recently ended jobs (ended ones stay for slurm.conf's MinJobAge)."""
-        jobs = _parsed(parse_squeue, self.cli.run("squeue", "--json", "-a", "-t", "all"))
+        """Pending, running and recently ended jobs (ended ones stay for slurm.conf's MinJobAge);
+        an array's tasks one by one."""
+        return self.read_jobs()[0]
+
+    def read_jobs(self) -> tuple[tuple[SlurmJob, ...], tuple[UnreadableJob, ...]]:
+        """(jobs, records that could not be read): one odd record never hides the others."""
+        jobs, unreadable = _parsed(read_squeue, self.cli.run("squeue", "--json", "-a", "-t", "all"))
         partition = self.settings.partition
-        return tuple(job for job in jobs if not partition or job.partition == partition)
+        kept = tuple(job for job in jobs if not partition or job.partition == partition)
+        return kept, tuple(UnreadableJob(ref=ref, error=error) for ref, error in unreadable)
 
     def runs(self, *, since: float) -> tuple[SlurmRun, ...]:
         """Accounting rows (one per run, requeues included) of jobs active since ``since``."""
@@ -174,9 +203,19 @@ class SlurmBackend:
 
     def observe(self) -> ClusterState:
         nodes = tuple(self.observed_node(node) for node in self.nodes())
-        jobs = self.jobs()
+        jobs, unreadable = self.read_jobs()
         self._learn_shortened_accounts(jobs)
-        return ClusterState(observed_at=time.time(), nodes=nodes, jobs=tuple(map(self.observed_job, jobs)))
+        observed, failed = [], list(unreadable)
+        for job in jobs:
+            if not job.gpus:
+                continue  # CPU-only work is not the portal's: Slurm schedules it (job_submit.lua)
+            try:
+                observed.append(self.observed_job(job))
+            except (KeyError, TypeError, ValueError) as error:
+                failed.append(UnreadableJob(ref=job.ref, error=f"{type(error).__name__}: {error}"))
+        return ClusterState(
+            observed_at=time.time(), nodes=nodes, jobs=tuple(observed), unreadable=tuple(failed)
+        )
 
     def observed_node(self, node: SlurmNode) -> ObservedNode:
         return ObservedNode(
@@ -193,7 +232,7 @@ class SlurmBackend:
         keys = parse_comment(job.comment)
         workload = keys.get("workload", "")
         return ObservedJob(
-            ref=str(job.job_id),
+            ref=job.ref,
             state=state,
             workload_id=int(workload) if workload.isdigit() else None,
             attempt=attempt(job),
@@ -207,6 +246,9 @@ class SlurmBackend:
             min_runtime_s=self.min_runtime_s(keys),
             resumable=self.resumable(job, keys),
             name=job.name,
+            submitted_at=job.submitted_at,
+            max_runtime_s=job.time_limit_s,
+            held_by=held_by(job) if state is JobState.WAITING else "",
         )
 
     def min_runtime_s(self, keys: dict[str, str]) -> float | None:
@@ -235,7 +277,7 @@ class SlurmBackend:
         """Push actions in order; each checks the job's current state first (idempotent)."""
         if not actions:
             return
-        current = {str(job.job_id): job for job in self.jobs()}
+        current = {job.ref: job for job in self.jobs()}
         refused: dict[int, str] = {}
         for action in actions:
             job = current.get(action.ref)
@@ -259,22 +301,64 @@ class SlurmBackend:
                 self.start(job, action.placement, attempt=action.attempt)
         elif isinstance(action, PreemptAction) and action.requeue:
             if state is JobState.RUNNING:
-                self.cli.run("scontrol", "requeuehold", str(job.job_id))
-        elif isinstance(action, PreemptAction | CancelAction):
-            self.cli.run("scancel", str(job.job_id))
+                marks = {**portal_marks(job), HOLD_KEY: "1"}  # first: the hold must read as ours
+                self.cli.run(
+                    "scontrol", "update", f"JobId={job.ref}", admin_comment(marks, note=action.reason)
+                )
+                self.cli.run("scontrol", "requeuehold", job.ref)
+        elif isinstance(action, PreemptAction):
+            note = f"preempted by the GPU portal: {action.reason or 'its GPUs were given to other work'}"
+            self.cli.run(
+                "scontrol", "update", f"JobId={job.ref}", admin_comment(portal_marks(job), note=note)
+            )
+            self.cli.run("scancel", job.ref)
+        elif isinstance(action, CancelAction):
+            self.cli.run("scancel", job.ref)
 
     def start(self, job: SlurmJob, placement: tuple[tuple[str, int], ...], *, attempt: int) -> None:
-        """Pin the job to the placement's nodes, make it eligible now, mark the attempt, release it."""
+        """Pin the job to the placement's nodes, make it eligible now, mark the attempt; a job the
+        portal requeued and held is released. A hold someone else set is refused, never released."""
+        if job.held and not portal_held(job):
+            raise SlurmCommandError(
+                f"job {job.ref} is held by {held_by(job)}; the portal does not release it"
+            )
         nodes = sorted(node for node, _gpus in placement)
-        update = ["scontrol", "update", f"JobId={job.job_id}", f"NodeList={','.join(nodes)}", "StartTime=now"]
-        update.append(f"AdminComment={ATTEMPT_KEY}={attempt},{RESTARTS_KEY}={job.restarts}")
+        update = ["scontrol", "update", f"JobId={job.ref}", f"NodeList={','.join(nodes)}", "StartTime=now"]
+        marks = {ATTEMPT_KEY: str(attempt), RESTARTS_KEY: str(job.restarts)}
+        update.append(admin_comment(marks, note="started by the GPU portal"))
         if len(nodes) != job.node_count:
             update.append(f"NumNodes={len(nodes)}")
         if self.resumable(job, parse_comment(job.comment)) and not job.requeue:
             update.append("Requeue=1")  # the comment says resumable: let requeuehold work on it
         self.cli.run(*update)
         if job.held:
-            self.cli.run("scontrol", "release", str(job.job_id))
+            self.cli.run("scontrol", "release", job.ref)
+
+    def annotate(self, notes: dict[str, str]) -> int:
+        """Write each waiting job's note (the portal's pending reason) after its AdminComment keys,
+        where `scontrol show job` and `sacct -o AdminComment` show it; only notes that differ from
+        what the job already says are written, in the notes' order (queue position), at most
+        NOTE_UPDATES_PER_PASS. Tasks of an array not yet split off share one record, so they are
+        left alone (one update would touch every task). Returns how many jobs were written."""
+        jobs = {job.ref: job for job in self.jobs() if not job.array_job_id}
+        written = 0
+        for ref, wanted in notes.items():
+            job, note = jobs.get(ref), wanted[: ADMIN_COMMENT_LIMIT - 100]
+            if job is None or observed_state(job) is not JobState.WAITING:
+                continue
+            if job.admin_comment.partition(NOTE_SEPARATOR)[2] == note:
+                continue
+            try:
+                self.cli.run(
+                    "scontrol", "update", f"JobId={ref}", admin_comment(portal_marks(job), note=note)
+                )
+            except SlurmCommandError as error:  # ended meanwhile: the next pass sees it
+                logger.info("no note on Slurm job %s: %s", ref, error)
+                continue
+            written += 1
+            if written >= NOTE_UPDATES_PER_PASS:
+                break
+        return written
 
     def submit(self, request: SubmitRequest) -> str:
         """sbatch a held job for a workload submitted through the portal's API; returns the job id."""
@@ -287,7 +371,7 @@ class SlurmBackend:
             f"min_runtime={int(request.min_runtime_s)}s,resumable={'yes' if request.resumable else 'no'}"
         )
         arguments = [
-            "--hold",
+            WAIT_FOR_PORTAL,  # as job_submit.lua does: a begin time only the portal moves to now
             f"--account={account_name(request.account)}",
             f"--job-name={request.name or f'workload-{request.workload_id}'}",
             f"--comment={comment}",
@@ -301,8 +385,33 @@ class SlurmBackend:
         return [*arguments, f"--wrap={request.metadata.get('command', 'sleep infinity')}"]
 
 
+def portal_marks(job: SlurmJob) -> dict[str, str]:
+    """The portal's own keys in the job's AdminComment ("portal_attempt=2,portal_restarts=0 | ...")."""
+    keys = parse_comment(job.admin_comment.partition(NOTE_SEPARATOR)[0])
+    return {key: value for key, value in keys.items() if key in PORTAL_KEYS}
+
+
+def admin_comment(marks: dict[str, str], *, note: str = "") -> str:
+    """The AdminComment= argument: the portal's keys, then a sentence for people reading squeue."""
+    keys = ",".join(f"{key}={marks[key]}" for key in PORTAL_KEYS if key in marks)
+    text = f"{keys}{NOTE_SEPARATOR}{note}" if note else keys
+    return f"AdminComment={text[:ADMIN_COMMENT_LIMIT]}"
+
+
+def portal_held(job: SlurmJob) -> bool:
+    """Held by the portal itself (a preemption's requeue-and-hold), not by a user or an admin."""
+    return portal_marks(job).get(HOLD_KEY) == "1"
+
+
+def held_by(job: SlurmJob) -> str:
+    """Who holds a job the portal did not hold: its user (`scontrol hold` as them) or an admin."""
+    if not job.held or portal_held(job):
+        return ""
+    return job.user or "a user" if job.reason == "JobHeldUser" else "a Slurm administrator"
+
+
 def portal_attempt(job: SlurmJob) -> int | None:
-    value = parse_comment(job.admin_comment).get(ATTEMPT_KEY, "")
+    value = portal_marks(job).get(ATTEMPT_KEY, "")
     return int(value) if value.isdigit() else None
 
 
@@ -319,7 +428,7 @@ def attempt(job: SlurmJob) -> int:
 def released_by_portal(job: SlurmJob) -> bool:
     """Released by the portal and not requeued since (Slurm requeues a --requeue job on a node
     failure without holding it; such a job waits for the portal again)."""
-    keys = parse_comment(job.admin_comment)
+    keys = portal_marks(job)
     restarts = keys.get(RESTARTS_KEY, "")
     return ATTEMPT_KEY in keys and (not restarts.isdigit() or int(restarts) >= job.restarts)
 
@@ -331,7 +440,7 @@ def observed_state(job: SlurmJob) -> JobState:
     if job.state == "COMPLETING" and job.held:
         return JobState.WAITING
     state = JOB_STATES.get(job.state, JobState.WAITING)
-    if state is JobState.WAITING and not job.held and released_by_portal(job):
+    if state is JobState.WAITING and not job.held and released_by_portal(job) and not portal_held(job):
         return JobState.RUNNING
     return state
 

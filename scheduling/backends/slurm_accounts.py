@@ -10,16 +10,20 @@ full path is then read back from the account's Description, which the mirror alw
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+import tempfile
+import time
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from scheduling.models import Cluster
 
-    from .slurm import SlurmCli
+    from .slurm import SlurmCli, SlurmSettings
 
+logger = logging.getLogger(__name__)
 MAX_ACCOUNT_LENGTH = 63  # also a Kubernetes label value (<= 63 characters)
 PORTAL_ORGANIZATION = "portal"  # sacctmgr Organization of every account the mirror manages
 _HASHED = re.compile(r"-[0-9a-f]{8}$")
@@ -53,14 +57,16 @@ class SlurmAssociation:
     user: str
     parent: str
     closed: bool  # GrpSubmitJobs=0: no new job may be submitted or started under it
+    shares: str = ""  # Fairshare (RawShares), as sacctmgr prints it
 
 
 @dataclass(frozen=True, slots=True)
 class WantedAccount:
     name: str
     path: str
-    parent: str  # parent account name; "root" for the top of the tree
+    parent: str  # the nearest funded ancestor's account name; "root" for the top
     users: tuple[str, ...]
+    shares: int = 1  # Fairshare=: the allocation's GPUs x SHARES_PER_GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +76,22 @@ class MirrorReport:
     reopened: tuple[str, ...] = ()
     closed: tuple[str, ...] = ()
     users_added: tuple[str, ...] = ()  # "account:user"
+    users_removed: tuple[str, ...] = ()  # "account:user"
+    shares_changed: tuple[str, ...] = ()
+    sacctmgr_calls: int = 0
+    seconds: float = 0.0
+
+
+SHARES_PER_GPU = 100  # RawShares per allocated GPU (budgets have two decimals)
+ASSOC_FORMAT = "format=account,user,parentname,grpsubmit,fairshare"
 
 
 def parse_associations(text: str) -> tuple[SlurmAssociation, ...]:
-    """`sacctmgr -n -P show assoc format=account,user,parentname,grpsubmit` into plain rows."""
+    """`sacctmgr -n -P show assoc format=account,user,parentname,grpsubmit[,fairshare]` into rows."""
     rows = []
     for line in text.splitlines():
-        account, user, parent, grp_submit = (line.split("|") + ["", "", "", ""])[:4]
-        rows.append(SlurmAssociation(account, user, parent, closed=grp_submit.strip() == "0"))
+        account, user, parent, grp_submit, shares = (line.split("|") + ["", "", "", "", ""])[:5]
+        rows.append(SlurmAssociation(account, user, parent, grp_submit.strip() == "0", shares.strip()))
     return tuple(sorted(rows, key=lambda row: (row.account, row.user)))
 
 
@@ -87,38 +101,63 @@ def parse_portal_accounts(text: str) -> frozenset[str]:
     return frozenset(name for name, organization, *_ in pairs if organization == PORTAL_ORGANIZATION)
 
 
+def shares_for(gpus: object) -> int:
+    """Fairshare= for an allocation of ``gpus`` GPUs (at least 1: Slurm's 0 means "no share")."""
+    return max(1, round(float(gpus) * SHARES_PER_GPU))
+
+
 def wanted_accounts(*, cluster: Cluster) -> tuple[WantedAccount, ...]:
-    """Every live budget node as an account, parents first; users: members plus the cluster's
+    """Every live budget node funded on this cluster (an allocation > 0) as an account, parents
+    first, under its nearest funded ancestor; users: the node's members plus the cluster's
     ``backend_settings["slurm_users"]`` (default ["root"], so the portal itself may submit)."""
-    from budgets.models import BudgetNode, Membership
+    from budgets.models import Allocation, BudgetNode, Membership
 
     extra_users = tuple((cluster.backend_settings or {}).get("slurm_users", ["root"]))
-    members: dict[int, set[str]] = {}
-    for node_id, username in Membership.objects.values_list("node_id", "user__username"):
-        members.setdefault(node_id, set()).add(username)
-    nodes = BudgetNode.objects.filter(archived=False).select_related("parent").order_by("path")
-    return tuple(
-        WantedAccount(
-            name=account_name(node.path),
-            path=node.path,
-            parent=account_name(node.parent.path) if node.parent_id else "root",
-            users=tuple(sorted(set(extra_users) | members.get(node.id, set()))),
+    funded = dict(
+        Allocation.objects.filter(cluster=cluster, gpus__gt=0, node__archived=False).values_list(
+            "node_id", "gpus"
         )
-        for node in sorted(nodes, key=lambda node: (node.path.count("/"), node.path))
     )
+    members: dict[int, set[str]] = {}
+    for node_id, username in Membership.objects.filter(node_id__in=list(funded)).values_list(
+        "node_id", "user__username"
+    ):
+        members.setdefault(node_id, set()).add(username)
+    nodes = {
+        node.id: node for node in BudgetNode.objects.filter(archived=False).only("id", "path", "parent_id")
+    }
+    wanted = []
+    for node_id in funded:
+        node = nodes.get(node_id)
+        if node is None:
+            continue
+        parent = nodes.get(node.parent_id)
+        while parent is not None and parent.id not in funded:
+            parent = nodes.get(parent.parent_id)
+        wanted.append(
+            WantedAccount(
+                name=account_name(node.path),
+                path=node.path,
+                parent=account_name(parent.path) if parent is not None else "root",
+                users=tuple(sorted(set(extra_users) | members.get(node_id, set()))),
+                shares=shares_for(funded[node_id]),
+            )
+        )
+    return tuple(sorted(wanted, key=lambda account: (account.path.count("/"), account.path)))
 
 
 def accounts_digest(wanted: tuple[WantedAccount, ...]) -> str:
-    """SHA-256 of the wanted account tree (names, parents, paths, users): equal digests, nothing to mirror."""
-    text = "\n".join(f"{a.name}|{a.parent}|{a.path}|{','.join(a.users)}" for a in wanted)
+    """SHA-256 of the wanted account tree: equal digests, nothing to mirror."""
+    text = "\n".join(f"{a.name}|{a.parent}|{a.path}|{a.shares}|{','.join(a.users)}" for a in wanted)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def slurm_accounts_sync(*, cluster: Cluster, cli: SlurmCli | None = None) -> MirrorReport | None:
     """Mirror the budget tree into Slurm when it changed since the last mirror; None when unchanged.
 
-    Called by every pass of a Slurm cluster, so it costs two queries when nothing changed. The digest
-    is stored only after a mirror succeeds: a failed one is tried again by the next pass.
+    Run by its own Celery task (``scheduling.mirror_slurm_accounts``), never inside a pass; it costs
+    a few queries when nothing changed. The digest is stored only after a mirror succeeds: a
+    failed one is tried again by the next run.
     """
     from scheduling.models import PassLease
 
@@ -132,90 +171,164 @@ def slurm_accounts_sync(*, cluster: Cluster, cli: SlurmCli | None = None) -> Mir
     return report
 
 
+class CountingCli:
+    """Counts the sacctmgr calls of one mirror (its report says how many it made)."""
+
+    def __init__(self, cli: SlurmCli) -> None:
+        self.cli, self.calls = cli, 0
+
+    def run(self, *args: str) -> str:
+        self.calls += 1
+        return self.cli.run(*args)
+
+
 def mirror_accounts(
     *, cluster: Cluster, cli: SlurmCli | None = None, wanted: tuple[WantedAccount, ...] | None = None
 ) -> MirrorReport:
-    """Make Slurm's account tree match the budget tree: create and move accounts, add users, and
-    close (GrpSubmitJobs=0 GrpJobs=0, never delete: accounting keeps its history) accounts whose
-    budget node was archived or removed; reopen them if they come back."""
+    """Make Slurm's account tree match the funded budget tree, batched: three reads, then one
+    `sacctmgr load` of a file for every new account, share and user association, one call per
+    re-parented account, one to reopen, one to close (GrpSubmitJobs=0 GrpJobs=0, never deleted:
+    accounting keeps its history) and one per departed user (their associations removed)."""
     from .slurm import SlurmCli, SlurmSettings
 
-    cli = cli or SlurmCli(SlurmSettings.from_mapping(cluster.backend_settings or {}))
+    started = time.perf_counter()
+    counting = CountingCli(
+        cli or SlurmCli(mirror_settings(SlurmSettings.from_mapping(cluster.backend_settings or {})))
+    )
+    wanted = wanted if wanted is not None else wanted_accounts(cluster=cluster)
+    current = parse_associations(counting.run("sacctmgr", "-n", "-P", "show", "assoc", ASSOC_FORMAT))
+    ours = parse_portal_accounts(
+        counting.run("sacctmgr", "-n", "-P", "show", "account", "format=account,organization")
+    )
+    known_users = set(counting.run("sacctmgr", "-n", "-P", "show", "user", "format=user").split())
+    plan = mirror_plan(wanted, current, ours)
+    if plan.load:
+        _apply_plan(plan, counting, cluster_name=_cluster_name(cluster, counting), known_users=known_users)
+    else:
+        _apply_plan(plan, counting, cluster_name="", known_users=known_users)
+    return MirrorReport(
+        created=plan.created, moved=tuple(name for name, _ in plan.moved), reopened=plan.reopened,
+        closed=plan.closed, users_added=tuple(f"{a}:{u}" for a, u in plan.users_added),
+        users_removed=tuple(f"{a}:{u}" for a, u in plan.users_removed),
+        shares_changed=tuple(name for name, _ in plan.shares), sacctmgr_calls=counting.calls,
+        seconds=round(time.perf_counter() - started, 3),
+    )  # fmt: skip
+
+
+def mirror_settings(settings: SlurmSettings) -> SlurmSettings:
+    """The mirror runs outside the pass, so its sacctmgr calls may take longer than the pass's
+    per-command ``timeout_s``: ``mirror_timeout_s`` (default 120 s) applies to them."""
+    return replace(settings, timeout_s=max(settings.timeout_s, settings.mirror_timeout_s))
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorPlan:
+    """What one mirror changes in Slurm (computed without calling it)."""
+
+    load: tuple[WantedAccount, ...]  # accounts to create or whose share changed
+    created: tuple[str, ...]
+    shares: tuple[tuple[str, int], ...]
+    moved: tuple[tuple[str, str], ...]  # (account, new parent)
+    reopened: tuple[str, ...]
+    closed: tuple[str, ...]
+    users_added: tuple[tuple[str, str], ...]  # (account, user)
+    users_removed: tuple[tuple[str, str], ...]
+
+
+def mirror_plan(
+    wanted: tuple[WantedAccount, ...], current: tuple[SlurmAssociation, ...], ours: frozenset[str]
+) -> MirrorPlan:
+    own_rows = {row.account: row for row in current if not row.user}
+    user_rows = {(row.account, row.user) for row in current if row.user}
+    created = tuple(a.name for a in wanted if a.name not in own_rows)
+    shares = tuple(
+        (a.name, a.shares) for a in wanted if a.name in own_rows and own_rows[a.name].shares != str(a.shares)
+    )
+    moved = tuple(
+        (a.name, a.parent) for a in wanted if a.name in own_rows and own_rows[a.name].parent != a.parent
+    )
+    reopened = tuple(a.name for a in wanted if a.name in own_rows and own_rows[a.name].closed)
+    wanted_pairs = {(a.name, user) for a in wanted for user in a.users}
+    users_added = tuple(sorted(wanted_pairs - user_rows))
+    wanted_names = {a.name for a in wanted}
+    # Users who left: their associations under accounts the mirror manages and still wants.
+    users_removed = tuple(
+        sorted(
+            (account, user) for account, user in user_rows - wanted_pairs if account in wanted_names & ours
+        )
+    )
+    open_rows = {row.account for row in current if not row.user and not row.closed}
+    closed = tuple(sorted((ours & open_rows) - wanted_names))
+    changed = set(created) | {name for name, _ in shares} | {account for account, _ in users_added}
+    load = tuple(a for a in wanted if a.name in changed)
+    return MirrorPlan(load, created, shares, moved, reopened, closed, users_added, users_removed)
+
+
+def load_file(plan: MirrorPlan, *, cluster_name: str, known_users: set[str]) -> str:
+    """The `sacctmgr load` file that creates the plan's accounts (parents first), sets their
+    shares and adds their users; a user Slurm does not know yet gets the account as default."""
+    lines = [f"Cluster - '{cluster_name}'"]
+    adding = {}
+    for account, user in plan.users_added:
+        adding.setdefault(account, []).append(user)
+    for parent in dict.fromkeys(a.parent for a in plan.load):
+        lines.append(f"Parent - '{parent}'")
+        for a in (a for a in plan.load if a.parent == parent):
+            lines.append(
+                f"Account - '{a.name}':Description='{a.path}':Organization='{PORTAL_ORGANIZATION}'"
+                f":Fairshare={a.shares}"
+            )
+    for account in dict.fromkeys(a.name for a in plan.load):
+        users = adding.get(account, [])
+        if not users:
+            continue
+        lines.append(f"Parent - '{account}'")
+        for user in users:
+            default = "" if user in known_users else f":DefaultAccount='{account}'"
+            known_users.add(user)
+            lines.append(f"User - '{user}'{default}")
+    return "\n".join(lines) + "\n"
+
+
+def _apply_plan(plan: MirrorPlan, cli: CountingCli, *, cluster_name: str, known_users: set[str]) -> None:
+    from .slurm import SlurmCommandError
 
     def sacctmgr(*args: str) -> str:
         return cli.run("sacctmgr", "-i", *args)
 
-    wanted = wanted if wanted is not None else wanted_accounts(cluster=cluster)
-    current = parse_associations(
-        cli.run("sacctmgr", "-n", "-P", "show", "assoc", "format=account,user,parentname,grpsubmit")
-    )
-    ours = parse_portal_accounts(
-        cli.run("sacctmgr", "-n", "-P", "show", "account", "format=account,organization")
-    )
-    report = _mirror_wanted(wanted, current, sacctmgr)
-    closed = _close_departed(wanted, current, ours, sacctmgr)
-    return MirrorReport(**{**_as_dict(report), "closed": closed})
+    if plan.load:
+        with tempfile.NamedTemporaryFile("w", suffix=".cfg", prefix="portal-accounts-") as file:
+            file.write(load_file(plan, cluster_name=cluster_name, known_users=known_users))
+            file.flush()
+            os.chmod(file.name, 0o644)  # readable by an operator account the calls may run as
+            sacctmgr("load", f"file={file.name}")
+    for name, parent in plan.moved:
+        sacctmgr("modify", "account", "where", f"name={name}", "set", f"parent={parent}")
+    if plan.reopened:
+        sacctmgr("modify", "account", "where", f"name={','.join(plan.reopened)}", "set", "GrpSubmitJobs=-1",
+                 "GrpJobs=-1")  # fmt: skip
+    if plan.closed:
+        sacctmgr("modify", "account", "where", f"name={','.join(plan.closed)}", "set", "GrpSubmitJobs=0",
+                 "GrpJobs=0")  # fmt: skip
+    leaving: dict[str, list[str]] = {}
+    for account, user in plan.users_removed:
+        leaving.setdefault(user, []).append(account)
+    for user, accounts in sorted(leaving.items()):
+        try:
+            sacctmgr("delete", "user", "where", f"name={user}", f"account={','.join(accounts)}")
+        except SlurmCommandError as error:  # e.g. their jobs still run: the next change tries again
+            logger.warning("Slurm kept %s's associations %s: %s", user, ",".join(accounts), error)
 
 
-def _mirror_wanted(
-    wanted: tuple[WantedAccount, ...], current: tuple[SlurmAssociation, ...], sacctmgr: Callable[..., str]
-) -> MirrorReport:
-    """Create missing accounts (parents first), move re-parented ones, reopen closed ones, add users.
-    sacctmgr takes name lists, so reopening and adding users cost one call each, not one per account."""
-    own_rows = {row.account: row for row in current if not row.user}
-    user_rows = {(row.account, row.user) for row in current if row.user}
-    created, moved, reopened = [], [], []
-    for account in wanted:
-        row = own_rows.get(account.name)
-        if row is None:
-            sacctmgr(
-                "add", "account", account.name, f"parent={account.parent}",
-                f"description={account.path}", f"organization={PORTAL_ORGANIZATION}",
-            )  # fmt: skip
-            created.append(account.name)
-        elif row.parent != account.parent:
-            sacctmgr("modify", "account", "where", f"name={account.name}", "set", f"parent={account.parent}")
-            moved.append(account.name)
-        if row is not None and row.closed:
-            reopened.append(account.name)
-    if reopened:
-        sacctmgr(
-            "modify",
-            "account",
-            "where",
-            f"name={','.join(reopened)}",
-            "set",
-            "GrpSubmitJobs=-1",
-            "GrpJobs=-1",
-        )
-    missing_users = sorted(
-        (user, account.name)
-        for account in wanted
-        for user in account.users
-        if (account.name, user) not in user_rows
-    )
-    for user in sorted({user for user, _ in missing_users}):
-        accounts = [name for who, name in missing_users if who == user]
-        sacctmgr("add", "user", user, f"account={','.join(accounts)}")
-    users_added = tuple(f"{name}:{user}" for user, name in missing_users)
-    return MirrorReport(tuple(created), tuple(moved), tuple(reopened), (), users_added)
+def _cluster_name(cluster: Cluster, cli: CountingCli) -> str:
+    """Slurm's ClusterName: ``backend_settings["cluster_name"]``, else what slurm.conf says."""
+    configured = (cluster.backend_settings or {}).get("cluster_name")
+    if configured:
+        return str(configured)
+    for line in cli.run("scontrol", "show", "config").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "ClusterName":
+            return value.strip()
+    from .slurm import SlurmCommandError
 
-
-def _close_departed(
-    wanted: tuple[WantedAccount, ...],
-    current: tuple[SlurmAssociation, ...],
-    ours: frozenset[str],
-    sacctmgr: Callable[..., str],
-) -> tuple[str, ...]:
-    wanted_names = {account.name for account in wanted}
-    open_rows = {row.account for row in current if not row.user and not row.closed}
-    departed = sorted((ours & open_rows) - wanted_names)
-    if departed:
-        sacctmgr(
-            "modify", "account", "where", f"name={','.join(departed)}", "set", "GrpSubmitJobs=0", "GrpJobs=0"
-        )
-    return tuple(departed)
-
-
-def _as_dict(report: MirrorReport) -> dict:
-    return {name: getattr(report, name) for name in report.__slots__}
+    raise SlurmCommandError("scontrol show config names no ClusterName")

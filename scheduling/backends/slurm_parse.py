@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Node states and flags that take a node out of service (sinfo's "state" and "state_flags").
 UNHEALTHY_NODE_STATES = frozenset(
@@ -67,6 +67,17 @@ class SlurmJob:
     comment: str
     admin_comment: str = ""  # the portal writes "portal_attempt=N" here when it starts the job
     partition: str = ""
+    array_job_id: int = 0  # set for an array's tasks (and its pending, not yet split record)
+    array_task_id: int | None = None
+    time_limit_s: float | None = None  # --time; None when unlimited
+    eligible_at: float | None = None  # the begin time; far ahead while the job waits for the portal
+
+    @property
+    def ref(self) -> str:
+        """The job as scontrol names it: "123", or "120_5" for task 5 of array 120."""
+        if self.array_job_id and self.array_task_id is not None:
+            return f"{self.array_job_id}_{self.array_task_id}"
+        return str(self.job_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +157,29 @@ def node_from_json(data: dict) -> SlurmNode:
     )
 
 
+NO_VAL = 0xFFFFFFFE  # Slurm's "not set" / "unlimited" for 32-bit numbers
+
+
+def _minutes(value: object) -> float | None:
+    return float(value) * 60.0 if isinstance(value, int) and 0 < value < NO_VAL else None
+
+
+def expand_array_tasks(expression: str) -> tuple[int, ...]:
+    """Task ids of a pending array record: "1-4,6,8-20:2%4" (":step", "%throttle") to numbers."""
+    ids: list[int] = []
+    for part in expression.partition("%")[0].split(","):
+        if not part:
+            continue
+        span, _, step = part.partition(":")
+        low, _, high = span.partition("-")
+        ids.extend(range(int(low), int(high or low) + 1, int(step or 1)))
+    return tuple(ids)
+
+
 def job_from_json(data: dict) -> SlurmJob:
     per_node = data.get("tres_per_node") or ""
     total = _GPU_COUNT.search(data.get("tres_req_str") or "")
+    task = data.get("array_task_id")
     return SlurmJob(
         job_id=int(data["job_id"]),
         name=data.get("name") or "",
@@ -170,7 +201,20 @@ def job_from_json(data: dict) -> SlurmJob:
         comment=data.get("comment") or "",
         admin_comment=data.get("admin_comment") or "",
         partition=data.get("partition") or "",
+        array_job_id=int(data.get("array_job_id") or 0),
+        array_task_id=int(task) if isinstance(task, int) and task < NO_VAL else None,
+        time_limit_s=_minutes(data.get("time_limit")),
+        eligible_at=_time(data.get("eligible_time")),
     )
+
+
+def jobs_from_json(data: dict) -> tuple[SlurmJob, ...]:
+    """One job, or every task of an array's pending record (they share one record until split)."""
+    job = job_from_json(data)
+    tasks = data.get("array_task_string") or ""
+    if not job.array_job_id or job.array_task_id is not None or not tasks:
+        return (job,)
+    return tuple(replace(job, array_task_id=task) for task in expand_array_tasks(tasks))
 
 
 def run_from_json(data: dict) -> SlurmRun:
@@ -207,8 +251,25 @@ def parse_sinfo(text: str) -> tuple[SlurmNode, ...]:
 
 
 def parse_squeue(text: str) -> tuple[SlurmJob, ...]:
-    """Jobs from `squeue --json`, sorted by job id."""
-    return tuple(sorted(map(job_from_json, _document(text, "jobs")), key=lambda job: job.job_id))
+    """Jobs from `squeue --json` (array tasks one by one), sorted by job id then task."""
+    return read_squeue(text)[0]
+
+
+def read_squeue(text: str) -> tuple[tuple[SlurmJob, ...], tuple[tuple[str, str], ...]]:
+    """(jobs, unreadable): a record that cannot be read is returned as (its job id, the error)
+    instead of failing the whole listing."""
+    jobs: list[SlurmJob] = []
+    unreadable: list[tuple[str, str]] = []
+    for data in _document(text, "jobs"):
+        try:
+            jobs.extend(jobs_from_json(data))
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            ref = str(data.get("job_id", "?")) if isinstance(data, dict) else "?"
+            unreadable.append((ref, f"unreadable squeue record: {type(error).__name__}: {error}"))
+    ordered = sorted(
+        jobs, key=lambda job: (job.array_job_id or job.job_id, job.array_task_id or 0, job.job_id)
+    )
+    return tuple(ordered), tuple(unreadable)
 
 
 def parse_sacct(text: str) -> tuple[SlurmRun, ...]:

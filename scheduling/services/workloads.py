@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime  # UTC is datetime.timezone.utc
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -181,8 +181,8 @@ def workload_submit(
         warnings.append(
             "A checkpoint interval only matters for resumable work: a preemption ends this workload."
         )
-    clipped = min(min_runtime_s, cluster.min_runtime_cap_s)
-    if clipped < min_runtime_s:
+    clipped = capped_min_runtime(min_runtime_s, cluster=cluster, max_runtime_s=max_runtime_s)
+    if min(min_runtime_s, cluster.min_runtime_cap_s) < min_runtime_s:
         warnings.append(
             f"The minimum runtime {min_runtime_s} s is above {cluster.name}'s cap of "
             f"{cluster.min_runtime_cap_s} s; it is protected for {clipped} s only."
@@ -365,26 +365,69 @@ def _allocation_for_account(account: str) -> BudgetNode | None:
 def workload_adopt(*, cluster: Cluster, job: ObservedJob, now: datetime) -> Workload:
     """Record a job submitted natively to the backend (no workload id) as a workload of ours.
 
-    Running jobs are adopted as running (the caller opens their run); waiting ones as pending.
+    Running jobs are adopted as running (the caller opens their run); waiting ones as pending. The
+    submit time is the backend's (an array's tasks share theirs), not the start time; the declared
+    maximum runtime (Slurm ``--time``) caps the minimum runtime. A hold the portal did not set (the
+    user's ``scontrol hold``) is kept as the workload's hold.
     """
     owner = get_user_model().objects.filter(username=job.user).first() if job.user else None
-    submitted = datetime.fromtimestamp(job.started_at, tz=timezone.utc) if job.started_at else now
+    stamp = job.submitted_at or job.started_at
+    submitted = min(datetime.fromtimestamp(stamp, tz=UTC), now) if stamp else now
+    max_runtime = int(job.max_runtime_s) if job.max_runtime_s else None
     min_runtime = int(job.min_runtime_s or 0)
     return Workload.objects.create(
         cluster=cluster,
         allocation=_allocation_for_account(job.account),
         owner=owner,
-        user_name=job.user or "unknown",
-        name=job.name or job.ref,
+        user_name=(job.user or "unknown")[:150],
+        name=(job.name or job.ref)[:200],
         gpus=max(job.gpus, 1),
         gpus_per_node=job.gpus_per_node,
-        min_runtime_s=min(min_runtime, cluster.min_runtime_cap_s),
+        min_runtime_s=capped_min_runtime(min_runtime, cluster=cluster, max_runtime_s=max_runtime),
         min_runtime_requested_s=min_runtime,
+        max_runtime_s=max_runtime,
         resumable=bool(job.resumable),
         source=WorkloadSource.NATIVE,
         backend_ref=job.ref,
         metadata={"account": job.account},
-        submitted_at=min(submitted, now),
-        queued_at=min(submitted, now),
+        submitted_at=submitted,
+        queued_at=submitted,
         state_changed_at=now,
+        **hold_fields(job, now=now),
     )
+
+
+def capped_min_runtime(min_runtime_s: int, *, cluster: Cluster, max_runtime_s: int | None) -> int:
+    """Protection never outlasts the cluster's cap nor the workload's declared maximum runtime."""
+    caps = [min_runtime_s, cluster.min_runtime_cap_s]
+    if max_runtime_s:
+        caps.append(max_runtime_s)
+    return min(caps)
+
+
+BACKEND_HOLD_NOTE = "held in the backend (e.g. scontrol hold); release it there"
+
+
+def hold_fields(job: ObservedJob, *, now: datetime) -> dict:
+    """The workload's hold for a job the backend reports held by someone else than the portal."""
+    if not job.held_by:
+        return {}
+    return {"held": True, "held_by": job.held_by[:150], "held_at": now, "held_note": BACKEND_HOLD_NOTE}
+
+
+def workload_follow_backend_hold(*, workload: Workload, job: ObservedJob, now: datetime) -> bool:
+    """Mirror a hold set or lifted in the backend onto a pending workload; True when it changed.
+
+    Only holds the backend reports are lifted here: a hold set in the portal stays until the portal
+    releases it."""
+    if workload.state != WorkloadState.PENDING:
+        return False
+    if job.held_by and not workload.held:
+        for name, value in hold_fields(job, now=now).items():
+            setattr(workload, name, value)
+    elif not job.held_by and workload.held and workload.held_note == BACKEND_HOLD_NOTE:
+        workload.held, workload.held_by, workload.held_at, workload.held_note = False, "", None, ""
+    else:
+        return False
+    workload.save(update_fields=["held", "held_by", "held_at", "held_note"])
+    return True

@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl
 
-JOBS = re.compile(r"^/apis/batch/v1/namespaces/([^/]+)/jobs(?:/([^/]+))?$")
+JOBS = re.compile(r"^/apis/batch/v1/namespaces/([^/]+)/jobs(?:/([^/]+))?(/status)?$")
+EVENTS = re.compile(r"^/api/v1/namespaces/([^/]+)/events$")
 
 
 def rfc3339(seconds: float) -> str:
@@ -76,6 +77,7 @@ class FakeKubernetes:
         self.nodes: dict[str, dict] = {}
         self.jobs: dict[tuple[str, str], dict] = {}
         self.written: list[dict] = []
+        self.events: list[dict] = []
         self.requests: list[tuple[str, str]] = []
         self.unavailable = False
         self.denied_patches: set[str] = set()  # Job names an admission webhook refuses to change
@@ -120,6 +122,12 @@ class FakeKubernetes:
 
     def job(self, ref: str) -> dict:
         return self.jobs[tuple(ref.split("/"))]
+
+    def suspend(self, ref: str) -> None:
+        """What `kubectl patch job ... -p '{"spec":{"suspend":true}}'` by the Job's owner does."""
+        with self.lock:
+            key = tuple(ref.split("/"))
+            self.jobs[key] = self._patch(key, [{"op": "replace", "path": "/spec/suspend", "value": True}])
 
     # -- the API server --------------------------------------------------------------------------
 
@@ -183,10 +191,28 @@ class FakeKubernetes:
                 "metadata": {},
                 "items": list(self.nodes.values()),
             }
+        events = EVENTS.match(path)
+        if events is not None and method == "POST":
+            event = {
+                **body,
+                "metadata": {
+                    **body["metadata"],
+                    "name": f"{body['metadata'].get('generateName', 'e.')}{len(self.events)}",
+                },
+            }
+            self.events.append(event)
+            self.written.append(copy.deepcopy(event))
+            return 201, event
         match = JOBS.match(path)
         if match is None:
             raise KeyError(path)
-        namespace, name = match.groups()
+        namespace, name, status = match.groups()
+        if status and method == "PATCH":  # the status subresource: only .status changes
+            key = (namespace, name)
+            patched = json_patch(self.jobs[key], body)
+            self.jobs[key] = {**self.jobs[key], "status": patched["status"]}
+            self.written.append(copy.deepcopy(self.jobs[key]))
+            return 200, self.jobs[key]
         if name is None and method == "GET":
             items = [job for (ns, _), job in sorted(self.jobs.items()) if ns == namespace]
             wanted = query.get("labelSelector", "")

@@ -208,3 +208,42 @@ def assert_runs_match_the_jobs(lab) -> None:  # noqa: ANN001
             pinned_to(lab, ref),
         )
         assert latest.started_at.strftime("%Y-%m-%dT%H:%M:%SZ") == job["status"]["startTime"], ref
+
+
+def test_a_pending_job_carries_the_portals_reason_as_a_condition_and_an_event(lab):
+    for i in range(4):
+        create(lab, f"lm-{i}", "lab.language", 8, min_runtime="1h")
+    waiting = create(lab, "lm-late", "lab.language", 8, min_runtime="1h")
+
+    pass_at(lab, 10)
+    pass_at(lab, 20)
+
+    reason = PendingReason.objects.get(workload=workload(lab, waiting))
+    (condition,) = [
+        c for c in lab.fake.job(waiting)["status"]["conditions"] if c["type"] == "GPUPortalPending"
+    ]
+    assert condition["status"] == "True" and condition["message"].startswith(
+        f"{reason.code} #{reason.position}"
+    )
+    assert f"/scheduling/workloads/{reason.workload_id}/" in condition["message"]
+    events = [e for e in lab.fake.events if e["involvedObject"]["name"] == "lm-late"]
+    assert events and events[-1]["message"] == condition["message"]
+    assert events[-1]["source"]["component"] == "gpu-portal"
+    written = len(lab.fake.events)
+    pass_at(lab, 30)
+    assert len(lab.fake.events) == written, "an unchanged reason is not written again"
+
+
+def test_a_job_its_user_suspends_stays_suspended_and_is_shown_held(lab):
+    ref = create(lab, "lm-mine", "lab.language", 8, min_runtime="1h")
+    pass_at(lab, 10)
+    assert pinned_to(lab, ref)
+
+    lab.fake.suspend(ref)
+    pass_at(lab, 20)
+    pass_at(lab, 30)
+
+    assert lab.fake.job(ref)["spec"]["suspend"] is True
+    mine = workload(lab, ref)
+    assert mine.state == "pending" and mine.held
+    assert PendingReason.objects.get(workload=mine).code == "HELD"

@@ -55,11 +55,16 @@ def test_a_released_job_waiting_for_its_pinned_node_counts_as_running_there(slur
     assert (observed.state, observed.nodes, observed.started_at) == (JobState.RUNNING, ("n1",), None)
 
 
-def test_a_user_cannot_release_their_own_job(slurm):
+def test_a_user_cannot_start_their_own_gpu_job(slurm):
     job = slurm.sbatch("--account=lab.nlp", "--gres=gpu:1", user="nobody")
 
     slurm_command("runuser", "-u", "nobody", "--", "scontrol", "release", job, check=False)
+    moved = subprocess.run(
+        ["runuser", "-u", "nobody", "--", "scontrol", "update", f"JobId={job}", "StartTime=now"],
+        capture_output=True, text=True, env={**os.environ, "SLURM_CONF": SLURM_CONF}, check=False,
+    )  # fmt: skip
 
+    assert moved.returncode != 0
     time.sleep(2)
     assert slurm.squeue(job) == ("PENDING", "")
 

@@ -174,7 +174,7 @@ def applied(*actions):
     return slurm.commands
 
 
-def test_starting_a_held_gang_pins_its_nodes_makes_it_eligible_now_and_releases_it():
+def test_starting_a_waiting_gang_pins_its_nodes_and_makes_it_eligible_now():
     commands = applied(StartAction(workload_id=7, ref="3", attempt=1, placement=(("n3", 8), ("n1", 8))))
 
     assert commands == [
@@ -184,10 +184,15 @@ def test_starting_a_held_gang_pins_its_nodes_makes_it_eligible_now_and_releases_
             "JobId=3",
             "NodeList=n1,n3",
             "StartTime=now",
-            "AdminComment=portal_attempt=1,portal_restarts=0",
+            "AdminComment=portal_attempt=1,portal_restarts=0 | started by the GPU portal",
         ),  # fmt: skip
-        ("scontrol", "release", "3"),
     ]
+
+
+def test_restarting_a_job_the_portal_requeued_and_held_releases_it():
+    commands = applied(StartAction(workload_id=1, ref="1", attempt=2, placement=(("n2", 4),)))
+
+    assert commands[-1] == ("scontrol", "release", "1")
 
 
 def test_actions_on_jobs_already_in_the_wanted_state_send_nothing():
@@ -207,7 +212,13 @@ def test_preempting_requeues_and_holds_resumable_work_and_cancels_the_rest():
         PreemptAction(workload_id=5, ref="2", attempt=0, requeue=True),
     )
 
-    assert commands == [("scancel", "2"), ("scontrol", "requeuehold", "2")]
+    assert commands == [
+        ("scontrol", "update", "JobId=2",
+         "AdminComment= | preempted by the GPU portal: its GPUs were given to other work"),
+        ("scancel", "2"),
+        ("scontrol", "update", "JobId=2", "AdminComment=portal_hold=1"),  # the hold reads as the portal's
+        ("scontrol", "requeuehold", "2"),
+    ]  # fmt: skip
 
 
 def test_a_slurm_command_that_outlives_its_timeout_is_backend_unavailable():
@@ -279,3 +290,21 @@ def test_a_clusters_backend_settings_configure_the_adapter_it_gets():
     assert isinstance(adapter, SlurmBackend)
     assert (adapter.settings.gpu_type, adapter.settings.timeout_s) == ("A100", 3)
     assert adapter.cli.env["SLURM_CONF"] == "/etc/x/slurm.conf"
+
+
+def test_an_arrays_pending_record_is_read_as_one_job_per_task_sharing_its_submit_time():
+    import json
+
+    from scheduling.backends.slurm_parse import expand_array_tasks, read_squeue
+
+    record = {"job_id": 120, "array_job_id": 120, "array_task_id": 4294967294, "array_task_string": "1-3,7:2%2",
+              "job_state": "PENDING", "submit_time": 1000, "tres_req_str": "gres/gpu=1", "priority": 1,
+              "time_limit": 5}  # fmt: skip
+    broken = {"job_id": 121, "job_state": "PENDING", "tres_req_str": 7}
+
+    jobs, unreadable = read_squeue(json.dumps({"jobs": [record, broken]}))
+
+    assert expand_array_tasks("1-3,7:2%2") == (1, 2, 3, 7)
+    assert [job.ref for job in jobs] == ["120_1", "120_2", "120_3", "120_7"]
+    assert {(job.submitted_at, job.time_limit_s) for job in jobs} == {(1000.0, 300.0)}
+    assert [ref for ref, _ in unreadable] == ["121"]
