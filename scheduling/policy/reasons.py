@@ -188,14 +188,38 @@ def outcome(code: ReasonCode, message: str, estimate: float | None = None, **par
     return (code, MappingProxyType(params), message, estimate)
 
 
+FIRST_IN_LINE = (
+    "waiting for GPUs: the free ones went to workloads ranked ahead of yours that started in this pass; "
+    "yours is first in line"
+)
+
+
+def workloads_ahead(ahead: int) -> str:
+    """ "1 workload is", "3 workloads are": researchers read these sentences."""
+    return "1 workload is" if ahead == 1 else f"{ahead} workloads are"
+
+
 def fair_share_queued(ahead: int, allocation: str, ratio: float) -> Outcome:
-    shown = "unfunded" if ratio == float("inf") else f"at {ratio:.2f}x its share"
-    message = f"{ahead} workloads from allocations further below their budget are ahead of yours; {allocation} is {shown}"
+    """Ranked behind others by fair share; with nothing pending ahead it simply waits for GPUs,
+    and says so (never "0 workloads ... ahead")."""
+    if ahead == 0:
+        message = FIRST_IN_LINE
+    else:
+        if ratio == float("inf"):
+            standing = "is unfunded"
+        elif ratio == 0:
+            standing = "has used none of its share yet"
+        else:
+            standing = f"is at {ratio:.2f}x its share"
+        message = (
+            f"{workloads_ahead(ahead)} ahead of yours, from allocations further below their budget; "
+            f"{allocation} {standing}"
+        )
     return outcome(ReasonCode.FAIR_SHARE_QUEUED, message, ahead=ahead, allocation=allocation, ratio=ratio)
 
 
 def queued_in_order(ahead: int, ordering: str) -> Outcome:
-    message = f"{ahead} workloads are ahead of yours in {ordering} order"
+    message = FIRST_IN_LINE if ahead == 0 else f"{workloads_ahead(ahead)} ahead of yours in {ordering} order"
     return outcome(ReasonCode.WAITING_FOR_GPUS, message, ahead=ahead, ordering=ordering)
 
 
