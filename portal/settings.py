@@ -15,7 +15,6 @@ from portal.env import (
     env_url,
 )
 
-
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
 
@@ -47,6 +46,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "whitenoise.runserver_nostatic",  # runserver (the demo) serves static through WhiteNoise: compressed
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",

@@ -34,11 +34,15 @@ def queue(request: HttpRequest, cluster_slug: str) -> HttpResponse:
     context = {
         "cluster": cluster,
         "filters": filters,
-        "rows": reports.with_waits(reports.queue_rows(cluster=cluster, filters=filters), now=timezone.now()),
+        "page": reports.queue_page(
+            cluster=cluster,
+            filters=filters,
+            number=reports.queue_page_number(request.GET),
+            now=timezone.now(),
+        ),
         "workload_url": reverse("scheduling:workload", args=[0]).removesuffix("0/"),
         "summary": reports.queue_summary(cluster=cluster),
         "now": timezone.now(),
-        "limit": reports.QUEUE_LIMIT,
     }
     if request.htmx:
         return render(request, "scheduling/_queue_rows.html", context)

@@ -31,7 +31,7 @@ UNKNOWN_START: dict[str, str] = {
     ReasonCode.WAITING_FOR_GPUS: "no estimate: the running work it waits for declares no end time",
     ReasonCode.FRAGMENTED: "no estimate: it needs whole nodes, and none is known to free up",
     ReasonCode.PROTECTED_WORK: "no estimate: it depends on when the protected work ends",
-    ReasonCode.RESERVED_FOR_LARGER_JOB: "no estimate: the larger job holding the nodes has no start time yet",
+    ReasonCode.RESERVED_FOR_LARGER_JOB: "no estimate: it can start only after the larger job holding the nodes has",
     ReasonCode.UNFUNDED: "no estimate: unfunded work starts only when GPUs sit idle",
     ReasonCode.OVER_LIMIT: "no estimate: it waits until its allocation's own running work ends",
     ReasonCode.HELD: "not while it is held: it starts only after it is released",
