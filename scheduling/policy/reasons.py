@@ -177,6 +177,19 @@ def describe_shape(shape: Shape, node_size: int = 0) -> str:
     return f"{gpus_phrase(gpus, kind)} on one node"
 
 
+def article(number: int) -> str:
+    """ "an" before a number read with a vowel sound ("an 8-GPU job", "an 11-GPU job"), else "a"."""
+    spoken = str(number)
+    return (
+        "an"
+        if spoken.startswith("8")
+        or spoken in ("11", "18")
+        or spoken.startswith("18")
+        and len(spoken) in (5, 6)
+        else "a"
+    )
+
+
 def gpus_phrase(gpus: int, kind: str = "") -> str:
     """ "1 GPU", "8 GPUs", "8 x H100 GPUs": researchers read these sentences, so the plural is right."""
     return f"{gpus}{kind} GPU" if gpus == 1 else f"{gpus}{kind} GPUs"
@@ -238,12 +251,12 @@ def fragmented(shape: Shape, node_size: int, free: int, nodes: int, estimate: fl
 
 
 def protected_work(until: float) -> Outcome:
-    message = f"could preempt, but the candidates are protected until {clock(until)} (min runtime)"
+    message = f"waiting for GPUs: the work it could replace is protected by its minimum runtime until {clock(until)}"
     return outcome(ReasonCode.PROTECTED_WORK, message, until, protected_until=until)
 
 
 def reserved_for(workload: PendingWorkload, start_at: float | None) -> Outcome:
-    message = f"nodes are held for a {workload.gpus}-GPU job that starts at ~{clock(start_at)}"
+    message = f"nodes are held for {article(workload.gpus)} {workload.gpus}-GPU job that starts at ~{clock(start_at)}"
     return outcome(
         ReasonCode.RESERVED_FOR_LARGER_JOB, message, None, for_workload=workload.id, start_at=start_at
     )

@@ -83,7 +83,7 @@ def lived_in(db) -> dict[str, object]:  # noqa: ANN001
         workload=protected,
         defaults={
             "code": ReasonCode.PROTECTED_WORK,
-            "message": "could preempt, but the candidates are protected until 19:31 (min runtime)",
+            "message": "waiting for GPUs: the work it could replace is protected by its minimum runtime until 19:31",
             "params": {"protected_until": 1796157082.865},
             "position": 3,
             "estimated_start": None,

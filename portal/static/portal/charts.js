@@ -4,14 +4,20 @@
 // Plotly sizes a graph when it is drawn; the page's grid settles afterwards (and phones rotate),
 // so fit every graph to its card once the page has loaded and whenever the window changes size.
 (function () {
+  // One chart per task, top of the page first: the browser paints each as soon as it is drawn.
   function draw() {
     if (!window.Plotly) { return; }
-    document.querySelectorAll("[data-chart]").forEach(function (graph) {
+    var graphs = Array.prototype.slice.call(document.querySelectorAll("[data-chart]"));
+    (function next() {
+      var graph = graphs.shift();
+      if (!graph) { return; }
       var source = document.getElementById(graph.id + "-figure");
-      if (!source || graph.classList.contains("js-plotly-plot")) { return; }
-      var figure = JSON.parse(source.textContent);
-      window.Plotly.newPlot(graph, figure.data, figure.layout, figure.config);
-    });
+      if (source && !graph.classList.contains("js-plotly-plot")) {
+        var figure = JSON.parse(source.textContent);
+        window.Plotly.newPlot(graph, figure.data, figure.layout, figure.config);
+      }
+      setTimeout(next, 0);
+    })();
   }
   function fit() {
     document.querySelectorAll(".js-plotly-plot").forEach(function (graph) {
