@@ -179,15 +179,7 @@ def describe_shape(shape: Shape, node_size: int = 0) -> str:
 
 def article(number: int) -> str:
     """ "an" before a number read with a vowel sound ("an 8-GPU job", "an 11-GPU job"), else "a"."""
-    spoken = str(number)
-    return (
-        "an"
-        if spoken.startswith("8")
-        or spoken in ("11", "18")
-        or spoken.startswith("18")
-        and len(spoken) in (5, 6)
-        else "a"
-    )
+    return "an" if str(number).startswith("8") or number in (11, 18) else "a"
 
 
 def gpus_phrase(gpus: int, kind: str = "") -> str:
