@@ -50,7 +50,7 @@ system-deps: browsers
 	@command -v docker-compose >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; }
 	@{ command -v gcc >/dev/null && test -f /usr/include/python3.11/Python.h; } || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc python3.11-dev >/dev/null; }
 
-## make slurm-up / slurm-down: the real Slurm test cluster (4 nodes x 8 GPUs; root; see README)
+## make slurm-up / slurm-down: the real Slurm test cluster (4 nodes x 8 GPUs; root; see docs/backends.md)
 slurm-up:
 	@bash scripts/slurm-cluster.sh start
 

@@ -1,6 +1,6 @@
 """The Slurm backend: observe and apply through Slurm's CLI with JSON output. No policy here.
 
-Race-free control (README "Backends: Slurm and Kubernetes"):
+Race-free control (docs/backends.md):
 - Every job is held when it is submitted (the test cluster's job_submit.lua sets priority 0; the
   portal's own submissions also pass --hold), so nothing starts until the portal admits it.
 - start: pin the placement (`scontrol update JobId=X NodeList=... StartTime=now`) and release.
