@@ -29,6 +29,7 @@
   } else {
     draw();
   }
+  document.addEventListener("htmx:afterSettle", draw);  // charts inside a fragment htmx swapped in
   window.addEventListener("load", fit);
   window.addEventListener("resize", fit);
 })();
