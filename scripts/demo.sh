@@ -3,7 +3,7 @@
 # and the live scheduler: a Celery worker and beat on the embedded filesystem broker (var/broker/)
 # running a pass per simulated cluster every SCHEDULING_PASS_INTERVAL_S seconds, plus demo traffic
 # (manage.py demo_traffic, DEMO_SPEED simulated seconds per real second). Ctrl-C stops all of them.
-# DEMO_HISTORY=0 skips backfilling 30 days of history into the rollups (about 6 s the first time,
+# DEMO_HISTORY=0 skips backfilling 30 days of history into the rollups (15-25 s the first time on a busy 2-core machine,
 # 2 s after: manage.py load_demo_history only fills hours before the first one it has).
 # The compiled pass (python -m scheduling.compile, minutes on a fresh 2-core machine) is built in the
 # background once the portal serves; until it is ready the scheduler runs as plain Python (the same
@@ -20,11 +20,12 @@ VAR="${VAR_DIR:-var}"
 mkdir -p "$VAR/log"
 step_started=$SECONDS
 took() { echo "    done in $((SECONDS - step_started)) s"; step_started=$SECONDS; }
-echo "==> Migrating the embedded database ($VAR/portal.sqlite3; about 20 s the first time)"
+echo "==> Migrating the embedded database ($VAR/portal.sqlite3; about 10 s the first time)"
 $PY manage.py migrate --noinput -v 0
 took
 echo "==> Loading the demo organisation"
 $PY manage.py load_demo
+took
 if [ "${DEMO_HISTORY:-1}" != "0" ]; then
   echo "==> Backfilling 30 days of history so the charts are full at once (DEMO_HISTORY=0 skips)"
   $PY manage.py load_demo_history
