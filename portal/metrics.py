@@ -143,6 +143,23 @@ class PyramidSeries:
     utilization: list[float | None] = field(default_factory=list)
     pass_mean_ms: list[float | None] = field(default_factory=list)
     pass_max_ms: list[float] = field(default_factory=list)
+    # Sums over the whole period, for the occupancy card: the chart's definition over its period.
+    healthy_gpu_s: float = 0.0
+    used_gpu_s: float = 0.0
+    delivered_gpu_s: float = 0.0
+
+    @property
+    def period_occupancy(self) -> float | None:
+        """Assigned GPU-hours / healthy GPU-hours over the period (what the occupancy chart plots)."""
+        return ratio(self.used_gpu_s, self.healthy_gpu_s)
+
+    @property
+    def period_occupancy_allocated(self) -> float | None:
+        return ratio(self.delivered_gpu_s, self.healthy_gpu_s)
+
+    @property
+    def period_occupancy_unallocated(self) -> float | None:
+        return ratio(max(self.used_gpu_s - self.delivered_gpu_s, 0.0), self.healthy_gpu_s)
 
 
 def period_bounds(*, now: datetime, days: int) -> tuple[datetime, datetime]:
@@ -244,6 +261,9 @@ def _series_from_sums(sums: Mapping[datetime, Mapping[str, float]]) -> PyramidSe
         series.utilization.append(ratio(bucket.get("busy_gpus", 0.0), bucket.get("sampled_gpus", 0.0)))
         series.pass_mean_ms.append(ratio(bucket.get("pass_total_ms", 0.0), bucket.get("pass_count", 0.0)))
         series.pass_max_ms.append(bucket.get("pass_max_ms", 0.0))
+        series.healthy_gpu_s += healthy
+        series.used_gpu_s += used
+        series.delivered_gpu_s += delivered
     return series
 
 

@@ -17,14 +17,6 @@ from portal.env import (
     env_url,
 )
 
-
-def _plotly_js_dir() -> str:
-    """plotly.min.js ships inside the plotly package; serve it from there instead of vendoring it."""
-    import plotly
-
-    return str(Path(plotly.__file__).parent / "package_data")
-
-
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
 
@@ -58,6 +50,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "whitenoise.runserver_nostatic",  # runserver (the demo) serves static through WhiteNoise: compressed
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
@@ -119,8 +112,15 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", _plotly_js_dir())]
+STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = True
+# collectstatic writes a gzip and a brotli copy of every text file; WhiteNoise serves whichever the
+# browser accepts. The big one (static/plotly/) is committed with its .gz and .br beside it, so the
+# demo and the tests, which serve from the source folders, send it compressed too.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 with contextlib.suppress(OSError):  # whitenoise warns on every request when the folder is missing
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)

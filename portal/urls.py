@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import pages, views
@@ -9,6 +11,8 @@ urlpatterns = [
     path("", pages.home, name="home"),
     path("", include("portal.pages_urls")),
     path("healthz", views.healthz, name="healthz"),
+    # Browsers and tools ask for /favicon.ico whatever the page links; send them to the SVG one.
+    path("favicon.ico", RedirectView.as_view(url=static("portal/favicon.svg"), permanent=True)),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("budgets/", include("budgets.urls")),

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from scheduling.policy import Plan, PolicyConfig, Snapshot
 
 QUEUE_LIMIT = 200
+QUEUE_PAGE_SIZE = 25  # rows per page of the queue page: a phone shows them as cards
 QUEUE_FILTERS = ("allocation", "user", "class", "reason")
 QUEUE_FIELDS = (
     "id", "cluster_id", "name", "owner", "user_name", "gpus", "workload_class", "state", "held", "queued_at",
@@ -47,6 +48,11 @@ def clean_queue_filters(params: Mapping[str, str]) -> dict[str, str]:
 
 
 def queue_rows(*, cluster: Cluster, filters: Mapping[str, str]) -> QuerySet[Workload]:
+    """The first :data:`QUEUE_LIMIT` of :func:`queue_ordered` (the API's list)."""
+    return queue_ordered(cluster=cluster, filters=filters)[:QUEUE_LIMIT]
+
+
+def queue_ordered(*, cluster: Cluster, filters: Mapping[str, str]) -> QuerySet[Workload]:
     """Pending workloads in scheduling order, filtered; an allocation filter includes its subtree."""
     queryset = (
         Workload.objects.filter(cluster=cluster, state=WorkloadState.PENDING)
@@ -61,9 +67,43 @@ def queue_rows(*, cluster: Cluster, filters: Mapping[str, str]) -> QuerySet[Work
         queryset = queryset.filter(workload_class=workload_class)
     if reason := filters.get("reason"):
         queryset = queryset.filter(pending_reason__code=reason)
-    return queryset.order_by(F("pending_reason__position").asc(nulls_last=True), "submitted_at", "id")[
-        :QUEUE_LIMIT
-    ]
+    return queryset.order_by(F("pending_reason__position").asc(nulls_last=True), "submitted_at", "id")
+
+
+@dataclass
+class QueuePage:
+    """One page of the queue: its rows, where it starts (0-based) and whether more follow."""
+
+    rows: list[Workload]
+    number: int
+    offset: int
+    has_next: bool
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def first(self) -> int:
+        return self.offset + 1
+
+    @property
+    def last(self) -> int:
+        return self.offset + len(self.rows)
+
+
+def queue_page_number(params: Mapping[str, str]) -> int:
+    """``?page=`` as a page number from 1; anything else is the first page."""
+    raw = params.get("page", "")
+    return int(raw) if raw.isdigit() and int(raw) >= 1 else 1
+
+
+def queue_page(*, cluster: Cluster, filters: Mapping[str, str], number: int, now: datetime) -> QueuePage:
+    """The ``number``-th page of :func:`queue_rows` (one query: a row past the page says more follow)."""
+    offset = (number - 1) * QUEUE_PAGE_SIZE
+    ordered = queue_ordered(cluster=cluster, filters=filters)
+    rows = with_waits(ordered[offset : offset + QUEUE_PAGE_SIZE + 1], now=now)
+    return QueuePage(rows[:QUEUE_PAGE_SIZE], number, offset, len(rows) > QUEUE_PAGE_SIZE)
 
 
 def queue_summary(*, cluster: Cluster) -> dict[str, int]:

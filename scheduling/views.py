@@ -34,16 +34,17 @@ def queue(request: HttpRequest, cluster_slug: str) -> HttpResponse:
     filters = reports.clean_queue_filters(request.GET)
     if wants_csv(request):
         return queue_csv(cluster=cluster, filters=filters, now=timezone.now())
-    rows = reports.with_waits(reports.queue_rows(cluster=cluster, filters=filters), now=timezone.now())
+    page = reports.queue_page(
+        cluster=cluster, filters=filters, number=reports.queue_page_number(request.GET), now=timezone.now()
+    )
     context = {
         "cluster": cluster,
         "filters": filters,
-        "rows": rows,
-        "actable": workloads_may_act_on(request.user, rows),
+        "page": page,
+        "actable": workloads_may_act_on(request.user, page.rows),
         "workload_url": reverse("scheduling:workload", args=[0]).removesuffix("0/"),
         "summary": reports.queue_summary(cluster=cluster),
         "now": timezone.now(),
-        "limit": reports.QUEUE_LIMIT,
     }
     if request.htmx:
         return render(request, "scheduling/_queue_rows.html", context)

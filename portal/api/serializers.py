@@ -34,6 +34,15 @@ def pyramid_now_json(p: PyramidNow) -> dict:
     }
 
 
+def pyramid_period_json(s: PyramidSeries) -> dict:
+    """Occupancy over the page's period, as the occupancy chart defines it (the card shows this)."""
+    return {
+        "occupancy": s.period_occupancy,
+        "occupancy_allocated": s.period_occupancy_allocated,
+        "occupancy_unallocated": s.period_occupancy_unallocated,
+    }
+
+
 def pyramid_series_json(s: PyramidSeries) -> dict:
     return {
         "time": [iso(x) for x in s.x],

@@ -51,6 +51,7 @@ def pyramid(request: Request, cluster_slug: str) -> Response:
     )
     return Response({
         "cluster": cluster.slug, "days": board.days, "now": serializers.pyramid_now_json(board.now),
+        "period": serializers.pyramid_period_json(board.series),
         "series": serializers.pyramid_series_json(board.series),
         "unhealthy_nodes": [{"name": n.name, "gpus": n.gpus, "domain": n.topology_domain} for n in board.unhealthy_nodes],
         "idle_but_held": [{"workload": s["workload_id"], "user": s["workload__user_name"], "busy_pct": s["busy"]} for s in board.squatting],

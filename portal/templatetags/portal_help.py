@@ -11,6 +11,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from portal.glossary import term as glossary_term
+from scheduling import wording
 
 register = template.Library()
 
@@ -72,3 +73,20 @@ def duration(seconds: float | None) -> str:
 @register.filter
 def td_seconds(value) -> float:  # noqa: ANN001 - a timedelta
     return value.total_seconds()
+
+
+@register.filter
+def reason_name(code: str | None) -> str:
+    """A pending-reason code as its plain name; templates put the code itself in a tooltip."""
+    return wording.reason_name(code)
+
+
+@register.filter
+def unknown_start(code: str | None) -> str:
+    """Why a pending workload with this reason has no estimated start, in words."""
+    return wording.unknown_start(code)
+
+
+@register.filter
+def grouped_decisions(decisions: list) -> list[wording.DecisionGroup]:
+    return wording.group_decisions(decisions)

@@ -1,6 +1,6 @@
 """The Slurm backend: observe and apply through Slurm's CLI with JSON output. No policy here.
 
-Race-free control (README "Backends: Slurm and Kubernetes"):
+Race-free control (docs/backends.md):
 - Every GPU job waits when it is submitted: job_submit.lua sets its begin time far ahead (the
   portal's own submissions pass --begin the same way), so nothing starts until the portal admits
   it. CPU-only jobs are not the portal's (the lua and observe() leave them alone). A priority-0

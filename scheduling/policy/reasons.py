@@ -177,6 +177,11 @@ def describe_shape(shape: Shape, node_size: int = 0) -> str:
     return f"{gpus_phrase(gpus, kind)} on one node"
 
 
+def article(number: int) -> str:
+    """ "an" before a number read with a vowel sound ("an 8-GPU job", "an 11-GPU job"), else "a"."""
+    return "an" if str(number).startswith("8") or number in (11, 18) else "a"
+
+
 def gpus_phrase(gpus: int, kind: str = "") -> str:
     """ "1 GPU", "8 GPUs", "8 x H100 GPUs": researchers read these sentences, so the plural is right."""
     return f"{gpus}{kind} GPU" if gpus == 1 else f"{gpus}{kind} GPUs"
@@ -188,14 +193,38 @@ def outcome(code: ReasonCode, message: str, estimate: float | None = None, **par
     return (code, MappingProxyType(params), message, estimate)
 
 
+FIRST_IN_LINE = (
+    "waiting for GPUs: the free ones went to workloads ranked ahead of yours that started in this pass; "
+    "yours is first in line"
+)
+
+
+def workloads_ahead(ahead: int) -> str:
+    """ "1 workload is", "3 workloads are": researchers read these sentences."""
+    return "1 workload is" if ahead == 1 else f"{ahead} workloads are"
+
+
 def fair_share_queued(ahead: int, allocation: str, ratio: float) -> Outcome:
-    shown = "unfunded" if ratio == float("inf") else f"at {ratio:.2f}x its share"
-    message = f"{ahead} workloads from allocations further below their budget are ahead of yours; {allocation} is {shown}"
+    """Ranked behind others by fair share; with nothing pending ahead it simply waits for GPUs,
+    and says so (never "0 workloads ... ahead")."""
+    if ahead == 0:
+        message = FIRST_IN_LINE
+    else:
+        if ratio == float("inf"):
+            standing = "is unfunded"
+        elif ratio == 0:
+            standing = "has used none of its share yet"
+        else:
+            standing = f"is at {ratio:.2f}x its share"
+        message = (
+            f"{workloads_ahead(ahead)} ahead of yours, from allocations further below their budget; "
+            f"{allocation} {standing}"
+        )
     return outcome(ReasonCode.FAIR_SHARE_QUEUED, message, ahead=ahead, allocation=allocation, ratio=ratio)
 
 
 def queued_in_order(ahead: int, ordering: str) -> Outcome:
-    message = f"{ahead} workloads are ahead of yours in {ordering} order"
+    message = FIRST_IN_LINE if ahead == 0 else f"{workloads_ahead(ahead)} ahead of yours in {ordering} order"
     return outcome(ReasonCode.WAITING_FOR_GPUS, message, ahead=ahead, ordering=ordering)
 
 
@@ -214,12 +243,12 @@ def fragmented(shape: Shape, node_size: int, free: int, nodes: int, estimate: fl
 
 
 def protected_work(until: float) -> Outcome:
-    message = f"could preempt, but the candidates are protected until {clock(until)} (min runtime)"
+    message = f"waiting for GPUs: the work it could replace is protected by its minimum runtime until {clock(until)}"
     return outcome(ReasonCode.PROTECTED_WORK, message, until, protected_until=until)
 
 
 def reserved_for(workload: PendingWorkload, start_at: float | None) -> Outcome:
-    message = f"nodes are held for a {workload.gpus}-GPU job that starts at ~{clock(start_at)}"
+    message = f"nodes are held for {article(workload.gpus)} {workload.gpus}-GPU job that starts at ~{clock(start_at)}"
     return outcome(
         ReasonCode.RESERVED_FOR_LARGER_JOB, message, None, for_workload=workload.id, start_at=start_at
     )

@@ -54,7 +54,7 @@ SCENARIO_HELP = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--scenario", choices=["ai2"], help="generate an Ai2-like lab")
-    source.add_argument("--trace", metavar="FILE.csv", help="replay a job trace (see README: the simulator)")
+    source.add_argument("--trace", metavar="FILE.csv", help="replay a job trace (see docs/simulator.md)")
     parser.add_argument(
         "--policy", default="fairshare", help=f"one of {', '.join(POLICIES)}, a comma list, or 'all'"
     )

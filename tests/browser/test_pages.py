@@ -140,8 +140,11 @@ def test_on_call_reads_the_pyramid_and_the_waits(
 
     page.goto(f"{live_server.url}/metrics/main/?days=7")
     api = _api(page, "/api/v1/pyramid/main/?days=7")
-    for metric in ("availability", "occupancy", "impact", "utilization"):
+    for metric in ("availability", "impact", "utilization"):
         assert _tile(page, metric) == _pct(api["now"][metric])
+    # The occupancy card is the chart's definition over the page's period, and says so.
+    assert _tile(page, "occupancy") == _pct(api["period"]["occupancy"])
+    assert "(7 days)" in page.text_content("[data-metric=occupancy] .label")
     for chart in ("chart-pyramid", "chart-occupancy", "chart-passes"):
         assert _chart_has_data(page, chart)
     assert page.locator("#squatting tbody tr").count() == len(api["idle_but_held"]) > 0
