@@ -99,7 +99,7 @@ def queue_page_number(params: Mapping[str, str]) -> int:
 
 
 def queue_page(*, cluster: Cluster, filters: Mapping[str, str], number: int, now: datetime) -> QueuePage:
-    """The ``number``-th page of :func:`queue_rows` (one query: a row past the page says more follow)."""
+    """The ``number``-th page of :func:`queue_ordered` (one query: a row past the page says more follow)."""
     offset = (number - 1) * QUEUE_PAGE_SIZE
     ordered = queue_ordered(cluster=cluster, filters=filters)
     rows = with_waits(ordered[offset : offset + QUEUE_PAGE_SIZE + 1], now=now)
