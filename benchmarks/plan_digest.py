@@ -13,9 +13,10 @@ start, the fair-share ratios; not the timings):
   domains, some unhealthy; running work with gangs, resumable and protected work, unfunded work,
   declared runtimes; pending work with gangs, typed requests, holds, runtimes, priorities), each
   planned under 4 configurations with every reason, with none and with the reasons of a few ids.
-  Every fourth snapshot is followed by two more passes over its own result (the started work
-  running, the preempted work gone or requeued, the same objects kept), which a carrying caller
-  meets all the time.
+  Every snapshot's fair-share plan is made once more with a planning session carried along a
+  chain of passes: every fourth snapshot is followed by two more passes over its own result (the
+  started work running, the preempted work gone, the same objects kept), as a carrying caller
+  (the simulator, a long-lived worker) meets all the time.
 - ``simulated``: two days of a small Ai2-like lab under fairshare, priority and fifo (the
   summary, the per-team table, the hourly occupancy and every class's waits).
 
@@ -46,9 +47,9 @@ from scheduling.simulator import run_simulation
 from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario
 
 BASELINE = {
-    "snapshots": "e433876e2c0145e6cfc3ac32b711b0e19d7683ff965c257faa4808f200f312d4",
+    "snapshots": "17d5bb67285c0f0ec7fbda6b379a3acc8965cd737cc7f83c3eecf70f479db87d",
     "simulated": "13663237421aa45ee196187fb0771ac0ea27d5c962d18a5b10ca85157027000c",
-    "all": "b3e7bffdf327f3b435042d30718a18a0e5abfb45e55be327def050fb08ef3588",
+    "all": "4ed9ba5cb819ec92f7ed7bab8d2e83f3bfef49d4b9bfbdea879a576d367c6a1a",
 }
 
 NOW = 1_000_000.0
@@ -255,6 +256,7 @@ def snapshots_digest() -> str:
         rng = random.Random(f"plan-digest-passes-{seed}")
         passes = 3 if seed % 4 == 0 else 1
         now = NOW
+        carried = _session()
         for step in range(passes):
             ids = sorted(w.id for w in snapshot.pending)
             chosen = frozenset(rng.sample(ids, min(3, len(ids))))
@@ -263,10 +265,22 @@ def snapshots_digest() -> str:
                     result = plan(snapshot, now, config, explain=explain)
                     digest.update(f"#{seed}.{step}.{number}.{explain!r}\n".encode())
                     digest.update(canonical(result).encode())
-            result = plan(snapshot, now, CONFIGS[0])
+            result = plan(snapshot, now, CONFIGS[0], **carried)
+            digest.update(f"#{seed}.{step}.carried\n".encode())
+            digest.update(canonical(result).encode())
             now += rng.choice([0.0, 10.0, 600.0])
             snapshot = after(snapshot, result, now, rng)
     return digest.hexdigest()
+
+
+def _session() -> dict:
+    """``plan``'s keyword for a planning session carried along a chain of passes; none before
+    sessions existed (commit 7040c65 carried the same state implicitly, per thread)."""
+    try:
+        from scheduling.policy import PlanningSession
+    except ImportError:
+        return {}
+    return {"session": PlanningSession()}
 
 
 def simulated_digest() -> str:

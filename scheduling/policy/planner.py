@@ -25,8 +25,7 @@ from types import MappingProxyType
 
 from scheduling.policy import reasons
 from scheduling.policy.explaining import Explaining
-from scheduling.policy.filing import Filed, carried, running_allocations
-from scheduling.policy.memo import ByIdentity
+from scheduling.policy.filing import Filed
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preempting import Preempting
 from scheduling.policy.queues import (
@@ -39,6 +38,7 @@ from scheduling.policy.queues import (
 )
 from scheduling.policy.ranking import FairTree
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
+from scheduling.policy.session import PlanningSession
 from scheduling.policy.types import (
     PendingWorkload,
     Placement,
@@ -76,16 +76,31 @@ class _ShapeFits(dict):
 Explain = bool | frozenset[int]
 
 
-def plan(snapshot: Snapshot, now: float, config: PolicyConfig, *, explain: Explain = True) -> Plan:
+def plan(
+    snapshot: Snapshot,
+    now: float,
+    config: PolicyConfig,
+    *,
+    session: PlanningSession | None = None,
+    explain: Explain = True,
+) -> Plan:
     """Decide starts, preemptions and reservations for one pass, and explain what stays pending.
 
+    ``session``: what the caller carries from pass to pass (session.py); None, nothing: the plan
+    is then a pure function of the arguments (with a session it is the same plan, made faster).
     ``explain``: True, a reason for every pending workload; False, none (``Plan.reasons`` is empty;
     the decisions are the same); a set of workload ids, only theirs, each exactly as True gives it."""
-    return plan_grouped(snapshot, now, config, None, explain=explain)
+    return plan_grouped(snapshot, now, config, None, session=session, explain=explain)
 
 
 def plan_grouped(
-    snapshot: Snapshot, now: float, config: PolicyConfig, grouped: Grouped | None, *, explain: Explain = True
+    snapshot: Snapshot,
+    now: float,
+    config: PolicyConfig,
+    grouped: Grouped | None,
+    *,
+    session: PlanningSession | None = None,
+    explain: Explain = True,
 ) -> Plan:
     """``plan``, given ``group_pending(snapshot.pending)`` already (None: group here). For callers
     that plan many variants of one snapshot (``options.start_options``) or keep the grouping from
@@ -97,7 +112,7 @@ def plan_grouped(
     collecting = gc.isenabled()
     gc.disable()  # a pass allocates ~2 objects per pending workload and frees none of them
     try:
-        return _Pass(snapshot, now, config, grouped, explain).run()
+        return _Pass(snapshot, now, config, grouped, explain, session).run()
     finally:
         if collecting:
             gc.enable()
@@ -125,8 +140,10 @@ class _Pass(Preempting, Explaining):
         config: PolicyConfig,
         grouped: Grouped | None,
         explain: Explain = True,
+        session: PlanningSession | None = None,
     ) -> None:
         self.snapshot, self.now, self.config = snapshot, now, config
+        self.session = session if session is not None else PlanningSession()  # None: a pure pass
         self.grouped = grouped
         self.explain = explain
         self.fairshare = config.ordering == "fairshare"
@@ -192,10 +209,13 @@ class _Pass(Preempting, Explaining):
         groups, self.held = self.grouped or group_pending(snapshot.pending)
         self.groups = groups
         allocations = set(map(_FIRST, groups))  # every allocation met, for those the tree lacks
-        allocations.update(running_allocations(snapshot.running), map(_ALLOCATION, self.held))
-        self.tree = FairTree(snapshot.tree, snapshot.usage, snapshot.user_usage, allocations)
+        carry = self.session.filing
+        allocations.update(carry.allocations(snapshot.running), map(_ALLOCATION, self.held))
+        self.tree = FairTree(
+            snapshot.tree, snapshot.usage, snapshot.user_usage, allocations, self.session.tree_shapes
+        )
         if self.fairshare:
-            self.tree.charge_running(snapshot.running, self.now, self.charge_s)
+            self.tree.charge_running(snapshot.running, self.now, self.charge_s, carry.in_start_order)
         self.queues = self._make_queues(groups)
 
     def _make_queues(self, groups: dict[tuple[str, str], list[PendingWorkload]]) -> list:
@@ -209,13 +229,13 @@ class _Pass(Preempting, Explaining):
         """File the running work onto nodes, candidates and limits: carried over from the pass
         before when the caller passes the same running objects again (filing.py), else afresh."""
         snapshot, tree = self.snapshot, self.tree
-        healthy, capacity, self.sizes, self.gpu_types = _node_facts(snapshot.nodes)
+        healthy, capacity, self.sizes, self.gpu_types = _node_facts(snapshot.nodes, self.session)
         self.reserved = FreeIndex()
         self.unshielded: dict[str, list[RunningWorkload]] = {}  # see Preempting._unshielded
-        self.clearable: dict[int, object] = {}  # see Preempting._clearable
+        self.clearable: dict[FreeIndex, object] = {}  # see Preempting._clearable
         self.node_needs: dict[str, frozenset | None] | None = None  # see Preempting._node_needs
         self.evicted_nodes: set[str] = set()  # see Preempting._kept_node_needs
-        filed = carried(
+        filed = self.session.filing.filed(
             snapshot.running, snapshot.nodes, healthy, capacity, tree.ancestors, tree.limit, self.now
         )
         if filed is None:
@@ -693,16 +713,13 @@ class _Pass(Preempting, Explaining):
                 self.used[path] += workload.gpus
 
 
-_NODE_FACTS: ByIdentity[tuple] = ByIdentity()  # a nodes tuple -> what a pass reads off it (memo.py)
-
-
-def _node_facts(nodes: tuple) -> tuple:
+def _node_facts(nodes: tuple, session: PlanningSession) -> tuple:
     """(healthy nodes, name -> GPUs of each healthy node, GPU type -> node size -> healthy nodes,
-    name -> GPU type): read-only, built once per nodes tuple (a caller that plans one cluster many
-    times, the simulator or start options, passes the same tuple until a node changes)."""
+    name -> GPU type): read-only, built once per nodes tuple in a session (a caller that plans one
+    cluster many times, the simulator or start options, passes the same tuple until a node changes)."""
     if not isinstance(nodes, tuple):
         return _read_nodes(nodes)
-    return _NODE_FACTS.get(nodes, lambda: _read_nodes(nodes))
+    return session.node_facts.get(nodes, lambda: _read_nodes(nodes))
 
 
 def _read_nodes(nodes) -> tuple:  # noqa: ANN001 - a sequence of ClusterNodeSpec

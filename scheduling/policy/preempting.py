@@ -3,7 +3,6 @@ preempt, in which order, and what happens to the victims. Mixed into the pass (p
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
 from itertools import chain, compress
 from operator import attrgetter, is_not, or_
@@ -35,7 +34,7 @@ class Preempting:
         indexes = (self.index, self.reserved) if backfill and self.reserved.spec else (self.index,)
         order = self._victim_order(workload, False)  # (when the original decided it: see there)
         for index in indexes:
-            pool = order.pools.get(id(index))
+            pool = order.pools.get(index)
             if pool is None:  # a pool already made rejects as cheaply as the bound
                 if self._surely_hopeless(order, shape, index) or self._unordered_pool(order, index).hopeless(
                     shape, index
@@ -74,11 +73,11 @@ class Preempting:
         """Who ``workload`` may preempt now on ``index``'s nodes, in preemption order, cached until
         anything changes."""
         order = self._victim_order(workload, include_protected)
-        pool = order.pools.get(id(index))
+        pool = order.pools.get(index)
         if pool is None:
             if order.victims is None:
                 order.victims = self._ordered_victims(order)
-            pool = order.pools[id(index)] = VictimPool(order.victims, index, self.occupants)
+            pool = order.pools[index] = VictimPool(order.victims, index, self.occupants)
         return pool
 
     def _unordered_pool(self, order: _Order, index: FreeIndex) -> VictimPool:
@@ -87,10 +86,10 @@ class Preempting:
         per node, which nodes they could clear), never in which order. Most attempts that pass
         ``_surely_hopeless`` are rejected by it, so the preemption order (tiers, a sort) is worked
         out only for the few that then search for victims."""
-        pool = order.unordered.get(id(index))
+        pool = order.unordered.get(index)
         if pool is None:
             victims = list(chain.from_iterable(victims for _, _, victims in self._victim_groups(order)))
-            pool = order.unordered[id(index)] = VictimPool(victims, index, self.occupants)
+            pool = order.unordered[index] = VictimPool(victims, index, self.occupants)
         return pool
 
     def _victim_order(self, workload: PendingWorkload, include_protected: bool) -> _Order:
@@ -135,9 +134,9 @@ class Preempting:
             if gpu_type in (None, kind) and size and gpus % size == 0 and per_node in (None, size):
                 if whole * size >= gpus:
                     return False
-                count = counted.get((id(index), kind, size))
+                count = counted.get((index, kind, size))
                 if count is None:
-                    count = counted[(id(index), kind, size)] = whole + self._reachable(order, needs)
+                    count = counted[(index, kind, size)] = whole + self._reachable(order, needs)
                 if count * size >= gpus:
                     return False
         return True
@@ -183,12 +182,12 @@ class Preempting:
         this pass), so after starts the counts are still upper bounds, which is all a bound needs.
         Then only the nodes whose occupants changed (``_recount``) or that joined or left the
         index (``index.filings``, a reservation) are counted again."""
-        state = self.clearable.get(id(index))  # reset per pass by _index
+        state = self.clearable.get(index)  # reset per pass by _index
         if state is not None and state.relief == self.relief:
             return state.found
         filings = index.filings
         if state is None:
-            state = self.clearable[id(index)] = _Clearable()
+            state = self.clearable[index] = _Clearable()
             state.filed = len(filings)
             state.relief = self.relief
             return self._count_clearable(index, state)
@@ -217,7 +216,7 @@ class Preempting:
             return self._count_every_node(index, needs, state.found, state.contributions)
         names, lefts = list(free), list(free.values())
         wanted = list(map(needs.get, names))
-        last: _Counted | None = getattr(_LOCAL, "counted", None)
+        last = self.session.clearable_count
         if last is not None and last.nodes is nodes and last.names == names:
             found, contributions = last.found, last.contributions
             moved = map(is_not, lefts, last.lefts)
@@ -231,7 +230,7 @@ class Preempting:
             state.found, state.contributions = found, contributions
         else:
             found = self._count_every_node(index, needs, state.found, state.contributions)
-        _LOCAL.counted = _Counted(nodes, names, lefts, wanted, found, state.contributions)
+        self.session.clearable_count = ClearableCount(nodes, names, lefts, wanted, found, state.contributions)
         return found
 
     def _count_every_node(
@@ -615,8 +614,8 @@ def _count_again(
             counts[1][funded] = counts[1].get(funded, 0) + 1
 
 
-class _Counted:
-    """A pass's first clearable count on its unreserved index, for the next pass's
+class ClearableCount:
+    """A pass's first clearable count on its unreserved index, kept in the planning session for the next pass's
     (``Preempting._count_clearable``): the nodes tuple, the index's nodes in order, each one's
     free GPUs and need as counted, and copies of the counts (less entries of no nodes) and of
     what each node added (the pass goes on changing its own)."""
@@ -635,7 +634,6 @@ class _Counted:
 
 
 _USER = attrgetter("user")
-_LOCAL = threading.local()  # the last count (one per thread: a pass changes nothing another reads)
 _FOREVER = float("inf")
 _TIERS = ("tiers",)  # ``pools`` key of a standing's global ratios (``_ordered_victims``)
 _WHOLE = object()  # a wholly free node's mark while counting
@@ -671,6 +669,6 @@ class _Order:
         self.reach: dict[str, bool] = {}  # funded allocation -> a key of ``allowed``?
         self.victims: list[RunningWorkload] | None = None
         self.groups: list[tuple[str, bool, list[RunningWorkload]]] | None = None  # _victim_groups
-        self.pools: dict[int, VictimPool] = {}  # id(index) -> its pool: an order lives one standing
-        self.unordered: dict[int, VictimPool] = {}  # id(index) -> its pool in no order (_unordered_pool)
-        self.clearable: dict[tuple, int] = {}  # (id(index), type, size) -> nodes it could clear
+        self.pools: dict[FreeIndex, VictimPool] = {}  # index -> its pool: an order lives one standing
+        self.unordered: dict[FreeIndex, VictimPool] = {}  # index -> its pool in no order (_unordered_pool)
+        self.clearable: dict[tuple, int] = {}  # (index, type, size) -> nodes it could clear

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from scheduling.policy.filing import in_start_order
-from scheduling.policy.memo import ByIdentity
+from scheduling.policy.memo import PerSource
 from scheduling.policy.types import AllocationPath, BudgetNodeSpec, RunningWorkload
 
 ROOT = ""
@@ -73,8 +73,10 @@ class FairTree:
         usage: Mapping[AllocationPath, float],
         user_usage: Mapping[tuple[AllocationPath, str], float],
         extra_allocations: Iterable[AllocationPath] = (),
+        shapes: PerSource[dict[frozenset, _TreeShape]] | None = None,
     ) -> None:
-        shape = self._shape = _shape_of(tree, extra_allocations)
+        """``shapes``: a planning session's shapes of the trees it saw (None: worked out here)."""
+        shape = self._shape = _shape_of(tree, extra_allocations, shapes)
         self.parent: dict[AllocationPath, AllocationPath] = shape.parent
         self.budget: dict[AllocationPath, float] = shape.budget
         self.children: dict[AllocationPath, list[AllocationPath]] = shape.children
@@ -119,8 +121,8 @@ class FairTree:
         # (a dict's own copy clones its table, holes and all: dict() would insert entry by entry)
         users = user_usage.copy() if type(user_usage) is dict else dict(user_usage)
         self.subtree_usage, self.user_usage, self.user_log = subtree, users, {}
-        for running, now, projected_charge_s in running_charges:
-            self._charge_running(running, now, projected_charge_s)
+        for running, now, projected_charge_s, ordered in running_charges:
+            self._charge_running(running, now, projected_charge_s, ordered)
 
     # -- usage ---------------------------------------------------------------------------------
     def charge(self, path: AllocationPath, user: str | None, amount: float) -> None:
@@ -151,19 +153,28 @@ class FairTree:
         return charged
 
     def charge_running(
-        self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
+        self,
+        running: Iterable[RunningWorkload],
+        now: float,
+        projected_charge_s: float,
+        ordered: Callable[[Sequence[RunningWorkload]], bool] = in_start_order,
     ) -> None:
         """Charge each running workload what it still owes (``gpus * max(0, left)``), in the
         order given: the same additions ``charge`` would make, one workload after another. Made
-        when the usage is first read (at once if it was), from ``running`` as it is now."""
+        when the usage is first read (at once if it was), from ``running`` as it is now.
+        ``ordered``: tells whether a sequence lies in start order (a session's carry knows it)."""
         self.version += 1
         if self._unsettled is None:
-            self._charge_running(running, now, projected_charge_s)
+            self._charge_running(running, now, projected_charge_s, ordered)
         else:
-            self._unsettled[2].append((tuple(running), now, projected_charge_s))
+            self._unsettled[2].append((tuple(running), now, projected_charge_s, ordered))
 
     def _charge_running(
-        self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
+        self,
+        running: Iterable[RunningWorkload],
+        now: float,
+        projected_charge_s: float,
+        ordered: Callable[[Sequence[RunningWorkload]], bool],
     ) -> None:
         # ``charge`` inlined (a pass charges every running workload): the same additions, in order,
         # to each node along each path's ancestors, then the root. Each node's sum is kept in a list
@@ -175,7 +186,7 @@ class FairTree:
         totals, slots = list(subtree.values()), shape.slots
         root = subtree[ROOT]
         user_usage, user_log = self.user_usage, self.user_log
-        for workload in _still_owing(running, now, projected_charge_s):
+        for workload in _still_owing(running, now, projected_charge_s, ordered):
             left = projected_charge_s - (now - workload.started_at)
             if not left > 0.0:  # max(0.0, left) == 0.0: owes nothing
                 continue
@@ -343,17 +354,20 @@ class _LazyRatios(Mapping[AllocationPath, float]):
 
 
 def _still_owing(
-    running: Iterable[RunningWorkload], now: float, projected_charge_s: float
+    running: Iterable[RunningWorkload],
+    now: float,
+    projected_charge_s: float,
+    ordered: Callable[[Sequence[RunningWorkload]], bool],
 ) -> Iterable[RunningWorkload]:
     """``running``, or a suffix of it holding every workload that may still owe a charge.
 
     Work past its projected charge (``projected_charge_s - (now - started_at) <= 0``) is skipped
     by ``charge_running`` anyway, and most running work is. When ``running`` lies in start order
-    (the simulator lists it so; ``filing.in_start_order`` knows it for the tuple the pass filed),
+    (the simulator lists it so; ``ordered``, a session's carry, knows it for the tuple the pass filed),
     that test fails for a prefix and holds for the rest: float subtraction is monotone, so the
     first workload that owes is found by bisection, and the skipped prefix contributes no addition
     (the sums keep their order)."""
-    if not isinstance(running, tuple | list) or not in_start_order(running):
+    if not isinstance(running, tuple | list) or not ordered(running):
         return running
     first = bisect_left(
         running, True, key=lambda workload: projected_charge_s - (now - workload.started_at) > 0.0
@@ -443,14 +457,19 @@ class _TreeShape:
         return tuple(chain)
 
 
-# A tree tuple -> its shapes (one per set of extra allocations it lacks), see memo.py.
-_SHAPES: ByIdentity[dict[frozenset, _TreeShape]] = ByIdentity()
+_SHAPES_KEPT = 8  # per tree: the base and the last few sets of extra allocations
 
 
-def _shape_of(tree: Iterable[BudgetNodeSpec], extra_allocations: Iterable[AllocationPath]) -> _TreeShape:
-    if not isinstance(tree, tuple):
+def _shape_of(
+    tree: Iterable[BudgetNodeSpec],
+    extra_allocations: Iterable[AllocationPath],
+    kept: PerSource[dict[frozenset, _TreeShape]] | None,
+) -> _TreeShape:
+    """The tree's shape with ``extra_allocations`` it lacks hung under the root (unfunded): from
+    ``kept`` (a session's: tree tuple -> its shapes, one per set of extra allocations) when given."""
+    if kept is None or not isinstance(tree, tuple):
         return _TreeShape(tree, sorted(set(extra_allocations)))
-    shapes = _SHAPES.get(tree, dict)
+    shapes = kept.get(tree, dict)
     base = shapes.get(frozenset())
     if base is None:
         base = shapes[frozenset()] = _TreeShape(tree, ())
@@ -459,7 +478,7 @@ def _shape_of(tree: Iterable[BudgetNodeSpec], extra_allocations: Iterable[Alloca
         return base
     shape = shapes.get(missing)
     if shape is None:
-        if len(shapes) >= _SHAPES.kept:  # keep the base, drop the oldest other
+        if len(shapes) >= _SHAPES_KEPT:  # keep the base, drop the oldest other
             shapes.pop(next(key for key in shapes if key))
         shape = shapes[missing] = _TreeShape(tree, sorted(missing))
     return shape

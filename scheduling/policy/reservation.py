@@ -17,7 +17,7 @@ of k whole nodes at the k-th earliest "wholly free" time within one domain (ties
 or across domains when no single domain has k nodes. ``inf`` means unknown.
 
 Whole nodes of one size (the usual gang, or one whole node) are picked from an order carried
-from pass to pass (``_Order``): per domain, the nodes sorted by (time wholly free, name) as their
+from pass to pass (``ReleaseOrder``): per domain, the nodes sorted by (time wholly free, name) as their
 release keys say, the time not clamped to ``now``. Clamping keeps that order except that every
 node free by ``now`` ties at ``now`` and goes by name, so the earliest k are read off it
 (``_first``). A pass re-sorts only the nodes whose key changed since (found by identity), and
@@ -28,15 +28,17 @@ afresh, as a live pass is) every node is worked out as before.
 from __future__ import annotations
 
 import math
-import threading
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, compress, repeat
 from operator import is_not, itemgetter
+from typing import TYPE_CHECKING
 
-from scheduling.policy.memo import ByIdentity
 from scheduling.policy.placement import Shape
 from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
+
+if TYPE_CHECKING:
+    from scheduling.policy.session import PlanningSession
 
 INFINITE = math.inf
 
@@ -63,20 +65,24 @@ class ReleaseProfile:
         keys: dict[str, tuple[float, float] | None] | None = None,
         changed: Iterable[str] = (),
         source: tuple[ClusterNodeSpec, ...] | None = None,
+        session: PlanningSession | None = None,
     ) -> None:
         """``keys``: what earlier profiles worked out per node from its occupants alone (see
         ``_key``), kept by the caller while those occupants stay; ``changed``: the nodes whose
         occupants changed since (their keys are not read, nor written). ``source``: the tuple
         ``nodes`` were taken from (its healthy ones), when the caller passes the same tuple from
         pass to pass: what is read off it alone is then kept (``_Layout``), and with ``keys`` the
-        order of the nodes by release time too (``_Order``).
+        order of the nodes by release time too (``ReleaseOrder``), in ``session`` (None: within
+        this profile only).
 
         A node's free GPUs and occupants are read from ``free`` and ``occupants`` when first
         needed, not copied: the caller changes them only for nodes it then ``refresh``es."""
         self.now = now
         self.preemptive = preemptive
         self.free, self.occupants = free, occupants
-        self.layout = _layout(nodes, free, source)
+        self.session = session
+        self.order: ReleaseOrder | None = None  # without a session: this profile's own
+        self.layout = _layout(nodes, free, source, session)
         self.nodes = self.layout.by_name
         self.time_for: dict[str, list[float]] = {}  # made when first asked for (see _times)
         self.whole_at: dict[str, float] = {}  # time_for[name][size], when asked for alone (_whole)
@@ -237,7 +243,7 @@ class ReleaseProfile:
 
     def _whole_nodes(self, count: int, kind: _Kind) -> tuple[float, tuple[str, ...]]:
         """``_many_nodes`` for a gang of ``count`` whole nodes, all candidates being of one size,
-        from the nodes in release order (``_Order``): the domain whose ``count``-th node is free
+        from the nodes in release order (``ReleaseOrder``): the domain whose ``count``-th node is free
         first (ties by domain name); when none has enough, the nodes of all domains together."""
         now = self.now
         listed = self._timed(kind)
@@ -262,7 +268,7 @@ class ReleaseProfile:
         lists of their domains are copies, the others the carried lists themselves."""
         keys = self.keys
         assert keys is not None  # (earliest reads an order only with keys)
-        ranks = _order(keys, self.layout, self.preemptive).ranks(kind)
+        ranks = self._release_order(keys).ranks(kind)
         listed = ranks.synced(self, keys)
         changed, where = self.changed, ranks.where
         aside = [name for name in changed if name in where] if changed else []
@@ -281,6 +287,23 @@ class ReleaseProfile:
                     del timed[bisect_left(timed, (key[ranks.index], name))]
                 insort(timed, (self._wholes((nodes[name],))[0], name))
         return listed
+
+    def _release_order(self, keys: dict) -> ReleaseOrder:
+        """The order carried in the session (or this profile) for ``keys`` and the layout; a new
+        one for new ones."""
+        order = self.session.release_order if self.session is not None else self.order
+        if (
+            order is None
+            or order.keys is not keys
+            or order.layout is not self.layout
+            or order.preemptive != self.preemptive
+        ):
+            order = ReleaseOrder(keys, self.layout, self.preemptive)
+            if self.session is not None:
+                self.session.release_order = order
+            else:
+                self.order = order
+        return order
 
     def _one_node(self, gpus: int, candidates: list[ClusterNodeSpec]) -> tuple[float, tuple[str, ...]]:
         best = min(((self._at(n, gpus), n.name) for n in candidates if n.gpus >= gpus), default=None)
@@ -320,7 +343,6 @@ _UNKNOWN = object()
 _UNSEEN = object()  # a node not in a carried order (yet, or any more)
 _NEVER = (INFINITE,)  # sorts before every (inf, name) and after every (finite time, name)
 _TIME, _NAME = itemgetter(0), itemgetter(1)
-_LOCAL = threading.local()  # one carried order per thread (see _order)
 
 
 def _first(timed: list[tuple[float, str]], count: int, now: float) -> tuple[float, tuple[str, ...]] | None:
@@ -372,14 +394,21 @@ class _Layout:
         return kind
 
 
-_LAYOUTS: ByIdentity[_Layout] = ByIdentity()  # a nodes tuple -> its layout (memo.py)
-
-
-def _layout(nodes: Iterable[ClusterNodeSpec], free: Mapping[str, int], source: tuple | None) -> _Layout:
+def _layout(
+    nodes: Iterable[ClusterNodeSpec],
+    free: Mapping[str, int],
+    source: tuple | None,
+    session: PlanningSession | None,
+) -> _Layout:
     """The layout of ``nodes`` that are in ``free``; kept per ``source`` tuple (the nodes are its
-    healthy ones) as long as ``free`` covers exactly those."""
+    healthy ones) in ``session`` as long as ``free`` covers exactly those."""
     if type(source) is tuple:
-        layout = _LAYOUTS.get(source, lambda: _Layout({node.name: node for node in source if node.healthy}))
+        if session is None:
+            layout = _Layout({node.name: node for node in source if node.healthy})
+        else:
+            layout = session.layouts.get(
+                source, lambda: _Layout({node.name: node for node in source if node.healthy})
+            )
         if layout.by_name.keys() == free.keys():
             return layout
     return _Layout({node.name: node for node in nodes if node.name in free})
@@ -451,32 +480,20 @@ class _Ranks:
         return listed
 
 
-class _Order:
-    """The nodes in release order per kind, carried from pass to pass while the release keys
-    (the filing's, see filing.py), the layout and the rule (preemptive or not) stay the same."""
+class ReleaseOrder:
+    """The nodes in release order per kind, carried from pass to pass (in a planning session)
+    while the release keys (the filing's, see filing.py), the layout and the rule (preemptive or
+    not) stay the same."""
 
     def __init__(self, keys: dict, layout: _Layout, preemptive: bool) -> None:
         self.keys, self.layout, self.preemptive = keys, layout, preemptive
-        self.kinds: dict[int, _Ranks] = {}  # by the kind's id (the layout holds the kinds)
+        self.kinds: dict[_Kind, _Ranks] = {}  # the layout holds the kinds (compared by identity)
 
     def ranks(self, kind: _Kind) -> _Ranks:
-        ranks = self.kinds.get(id(kind))
-        if ranks is None or ranks.kind is not kind:
-            ranks = self.kinds[id(kind)] = _Ranks(kind, self.preemptive)
+        ranks = self.kinds.get(kind)
+        if ranks is None:
+            ranks = self.kinds[kind] = _Ranks(kind, self.preemptive)
         return ranks
-
-
-def _order(keys: dict, layout: _Layout, preemptive: bool) -> _Order:
-    """This thread's carried order for ``keys`` and ``layout``; a new one for new ones."""
-    order = getattr(_LOCAL, "order", None)
-    if (
-        order is None
-        or order.keys is not keys
-        or order.layout is not layout
-        or order.preemptive != preemptive
-    ):
-        order = _LOCAL.order = _Order(keys, layout, preemptive)
-    return order
 
 
 def _key(

@@ -8,14 +8,14 @@ from dataclasses import replace
 import pytest
 
 from benchmarks.policy_pass import NOW, build_snapshot
-from scheduling.policy import PolicyConfig, preempting
+from scheduling.policy import PlanningSession, PolicyConfig
 from scheduling.policy.planner import _Pass
 from scheduling.policy.preempting import _Clearable
 
 
 def counted_as_changed(planning: _Pass, index) -> dict:  # noqa: ANN001 - a FreeIndex
     """The incremental branch of ``_clearable``, from an empty state with every node changed."""
-    state = planning.clearable[id(index)] = _Clearable()
+    state = planning.clearable[index] = _Clearable()
     state.relief = planning.relief - 1  # stale: ``_clearable`` counts what changed
     state.filed = len(index.filings)
     state.changed = set(index.free)
@@ -52,20 +52,19 @@ def test_a_count_carried_from_an_earlier_pass_equals_counting_afresh(seed: int) 
     earlier = build_snapshot(pending=200, nodes=60, seed=seed, busy=1.0)
     later = replace(earlier, running=tuple(w for at, w in enumerate(earlier.running) if at % 5))
 
-    def first_count(snapshot, now: float) -> tuple[dict, dict]:  # noqa: ANN001 - a Snapshot
-        planning = _Pass(snapshot, now, PolicyConfig(), None, explain=False)
+    def first_count(snapshot, now: float, session: PlanningSession) -> tuple[dict, dict]:  # noqa: ANN001
+        planning = _Pass(snapshot, now, PolicyConfig(), None, False, session)
         planning._rank()
         planning._index()
         found = planning._clearable(planning.index)
-        return found, planning.clearable[id(planning.index)].contributions
+        return found, planning.clearable[planning.index].contributions
 
-    preempting._LOCAL.counted = None
-    first_count(earlier, NOW)
-    assert preempting._LOCAL.counted.nodes is earlier.nodes  # carried to the next pass
+    session = PlanningSession()
+    first_count(earlier, NOW, session)
+    assert session.clearable_count.nodes is earlier.nodes  # carried to the next pass
     for now in (NOW, NOW + 6 * 3600.0):
-        preempting._LOCAL.counted = None
-        afresh = first_count(later, now)
-        first_count(earlier, NOW)
-        carried = first_count(later, now)
+        afresh = first_count(later, now, PlanningSession())
+        first_count(earlier, NOW, session)
+        carried = first_count(later, now, session)
         assert _without_empty(carried[0]) == _without_empty(afresh[0])
         assert carried[1] == afresh[1]
