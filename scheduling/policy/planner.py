@@ -17,13 +17,12 @@ from __future__ import annotations
 import gc
 import time
 from bisect import bisect_left
-from collections import deque
-from collections.abc import Callable, Sequence
-from itertools import compress, repeat
-from operator import attrgetter, call, itemgetter
+from collections.abc import Callable
+from itertools import compress
+from operator import attrgetter, itemgetter
 from types import MappingProxyType
 
-from scheduling.policy import reasons
+from scheduling.policy import reasons, rules
 from scheduling.policy.explaining import Explaining
 from scheduling.policy.filing import Filed
 from scheduling.policy.placement import FreeIndex, Shape
@@ -38,6 +37,7 @@ from scheduling.policy.queues import (
 )
 from scheduling.policy.ranking import FairTree
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
+from scheduling.policy.rules import is_protected, may_backfill, work_lost
 from scheduling.policy.session import PlanningSession
 from scheduling.policy.types import (
     PendingWorkload,
@@ -50,13 +50,13 @@ from scheduling.policy.types import (
     Snapshot,
     Start,
 )
+from scheduling.policy.walk import Walk
 
 _SUBMIT_ORDER = attrgetter("submitted_at", "id")
 _ALLOCATION = attrgetter("allocation")
 _FIRST = itemgetter(0)
 _SHAPE = attrgetter("gpus", "gpus_per_node", "gpu_type")
 _WALKS = 4  # a first walk and up to three settling walks
-_drain = deque(maxlen=0).extend  # runs a map to its end, keeping nothing
 _FITS_FREE, _FITS_RESERVED = 1, 2  # see _Pass._shape_fits
 
 
@@ -285,17 +285,10 @@ class _Pass(Preempting, Explaining):
                     victims.append(workload)
         index = FreeIndex.filed(healthy, free)  # each node filed once, at what is left free
 
-        def work_lost(workload: RunningWorkload) -> tuple[float, int]:  # _work_lost, inlined
-            return (0.0 if workload.resumable else workload.gpus * (now - workload.started_at), workload.id)
-
         for running in candidates.values():
-            running.sort(key=work_lost)
+            running.sort(key=lambda workload: work_lost(workload, now))
         start_index = index.copy()  # free before this pass
         return occupants, candidates, used, index, start_index, None, None, True
-
-    def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:
-        """GPU-seconds a preemption throws away (0 for resumable work: it resumes), then id."""
-        return (0.0 if workload.resumable else workload.gpus * (self.now - workload.started_at), workload.id)
 
     # -- admit ---------------------------------------------------------------------------------
     def _admit(self) -> None:
@@ -358,138 +351,8 @@ class _Pass(Preempting, Explaining):
         return self._make_queues(groups)
 
     def _walk(self, queues: list, settles: bool) -> None:
-        """Walk the order, draining the head (allocation, user) queue until something starts.
-
-        A workload like one that already failed (same shape, allocation and contract terms) fails
-        the same way until GPUs may come free or the reservation changes (``relief``; a start
-        only takes GPUs), so it reuses that outcome instead of searching again; that keeps a pass
-        over 100,000 pending workloads cheap.
-
-        ``settles``: another walk follows if this one starts or preempts anything. Then, from its
-        first start on, what this walk leaves blocked is never explained (the next walk's is), so
-        it is not recorded; nor is anything when nothing is explained (``explain=False``).
-        A walk that records nothing skips a queue, or the rest of one, as soon as nothing in it
-        could start, preempt or reserve (``_nothing_more_can_start(thorough=True)``).
-        """
-        failed: dict[tuple, tuple] = {}  # signature -> outcome key, valid while ``relief`` holds
-        relief = self.relief  # a start only takes GPUs: what failed before still fails after it
-        blocked = self.blocked
-        append = blocked.append
-        known = failed.get
-        now = self.now
-        explained = self.explain is not False
-        unchanged = len(self.starts)  # a preemption comes with a start
-        start_at = self._reservation_start()  # changes only with the reservation, so with relief
-        waited = len(blocked)
-        # Victims go back into the first walk's queues (``_requeue``): only that walk meets them again.
-        current, evicted = queues is self.queues, len(self.preemptions)
-
-        def passed_over(workloads: Sequence[PendingWorkload]) -> bool:
-            """Every one is a hit (signature as below): the walk would take them all, changing nothing."""
-            for workload in workloads:
-                runtime = workload.max_runtime_s
-                signature = (
-                    workload.gpus,
-                    workload.gpus_per_node,
-                    workload.gpu_type,
-                    workload.allocation,
-                    workload.priority,
-                    workload.min_runtime_s <= 0 or (runtime is not None and now + runtime <= start_at),
-                )
-                if known(signature) is None:
-                    return False
-            return True
-
-        for queue in queues:
-            misses, checked = 0, -1
-            records = explained and not (settles and len(self.starts) != unchanged)
-            if not records and self._nothing_to_try(queue):
-                continue  # (``checked`` stays: the check after 32 misses comes where it would)
-            while True:
-                record = explained and not (settles and len(self.starts) != unchanged)
-                # user queues of hits only: taken whole, up to where the check is due (none while
-                # nothing failed since the last relief: the head queue would be a miss)
-                if not record and failed:
-                    skipped = queue.skip(passed_over, 32 - misses if checked != self.generation else INFINITE)
-                    if skipped:
-                        misses += skipped
-                        if misses >= 32 and checked != self.generation:
-                            checked = self.generation
-                            if self._nothing_more_can_start(queue, thorough=True):
-                                break
-                head = queue.head()
-                if head is None:
-                    break
-                items, taken, started = head[2], 0, False
-                pop = items.popleft
-                while items:
-                    if record:
-                        workload = pop()
-                        taken += 1
-                        runtime = workload.max_runtime_s
-                        signature = (
-                            workload.gpus,
-                            workload.gpus_per_node,
-                            workload.gpu_type,
-                            workload.allocation,
-                            workload.priority,
-                            # may it backfill reserved nodes? (_may_backfill, inlined; finer is harmless)
-                            workload.min_runtime_s <= 0
-                            or (runtime is not None and now + runtime <= start_at),
-                        )
-                        key = known(signature)
-                        if key is not None:
-                            append((workload, key))
-                            continue
-                    else:  # hits change nothing: only count them, up to the next miss
-                        hits = 0
-                        for workload in items:
-                            runtime = workload.max_runtime_s
-                            signature = (  # as above
-                                workload.gpus,
-                                workload.gpus_per_node,
-                                workload.gpu_type,
-                                workload.allocation,
-                                workload.priority,
-                                workload.min_runtime_s <= 0
-                                or (runtime is not None and now + runtime <= start_at),
-                            )
-                            if known(signature) is None:
-                                break
-                            hits += 1
-                        else:  # every one a hit
-                            taken += hits
-                            items.clear()
-                            break
-                        if hits:
-                            _drain(map(call, repeat(pop, hits)))
-                        pop()  # the miss: ``workload``, with its ``signature``
-                        taken += hits + 1
-                    started = self._consider(workload)
-                    if self.relief != relief:
-                        failed.clear()
-                        relief = self.relief
-                        start_at = self._reservation_start()
-                    if started:
-                        self.tail_repeats = len(blocked) == waited and (
-                            current or len(self.preemptions) == evicted
-                        )
-                        break
-                    key = blocked[-1][1]
-                    if key[0] != "reserved_self":
-                        failed[signature] = key
-                queue.consumed(taken)
-                if started:
-                    queue.charged()
-                    misses = 0
-                    continue
-                misses += taken
-                if misses >= 32 and checked != self.generation:
-                    checked = self.generation
-                    if self._nothing_more_can_start(queue, thorough=not record):
-                        if record:
-                            self._leave_untried(queue)
-                        break
+        """One walk over ``queues`` (walk.py)."""
+        Walk(self, queues, settles).run()
 
     def _nothing_to_try(self, queue) -> bool:
         """Nothing queued here could start, preempt or reserve: a walk that records nothing skips it."""
@@ -574,7 +437,7 @@ class _Pass(Preempting, Explaining):
         return found
 
     def _unprotected(self, workload: RunningWorkload) -> bool:
-        return not (self.config.contract and workload.funded and workload.protected_until > self.now)
+        return not is_protected(workload, self.now, self.config.contract)
 
     def _leave_untried(self, queue) -> None:
         """Leave the rest unexamined: one entry for the whole tail, expanded (with reasons from
@@ -631,9 +494,6 @@ class _Pass(Preempting, Explaining):
     def _funded(self, workload: PendingWorkload | RunningWorkload) -> bool:
         return workload.allocation in self.tree.funded
 
-    def _protects(self, workload: PendingWorkload) -> bool:
-        return self.config.contract and workload.min_runtime_s > 0 and self._funded(workload)
-
     def _reservation_start(self) -> float:
         """When the reserved job starts: -inf with no reservation (nothing to protect yet)."""
         if self.reservation is None:
@@ -641,16 +501,7 @@ class _Pass(Preempting, Explaining):
         return self.reservation.start_at if self.reservation.start_at is not None else INFINITE
 
     def _may_backfill(self, workload: PendingWorkload) -> bool:
-        """May use reserved nodes: it cannot delay the reservation (it ends first or is preemptible)."""
-        if self.reservation is None:
-            return True
-        if not self.config.backfill:
-            return False
-        if not self._protects(workload):
-            return True
-        start_at = self.reservation.start_at or INFINITE
-        runtime = workload.max_runtime_s
-        return runtime is not None and self.now + runtime <= start_at
+        return may_backfill(workload, self._funded(workload), self.reservation, self.now, self.config)
 
     def _place(self, shape: Shape, backfill: bool) -> tuple[Placement, FreeIndex] | None:
         """On unreserved nodes, else on reserved ones if it may backfill them; a shape that did
@@ -672,9 +523,7 @@ class _Pass(Preempting, Explaining):
         self.started_groups.setdefault((workload.allocation, workload.user), []).append(workload)
         self.generation += 1
         funded = self._funded(workload)
-        protected_until = self.now
-        if self._protects(workload):
-            protected_until = self.now + min(workload.min_runtime_s, self.config.min_runtime_cap_s)
+        protected_until = rules.protected_until(workload, funded, self.now, self.config)
         self.starts.append(Start(workload.id, placement, protected_until, funded))
         runtime = workload.max_runtime_s
         self._occupy_new(

@@ -11,6 +11,7 @@ from scheduling.policy.filing import KeptNeeds, drop_identical
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preemption import VictimPool, choose_victims
 from scheduling.policy.replay import as_pending, single_type
+from scheduling.policy.rules import is_protected, work_lost
 from scheduling.policy.types import PendingWorkload, Preemption, RunningWorkload
 
 
@@ -279,26 +280,9 @@ class Preempting:
         if needs is None and self.kept_needs is not None:
             return self._kept_node_needs(self.kept_needs)
         if needs is None:
-            needs = self.node_needs = {}
-            now, shielding, alone, nothing = self.now, self.config.contract, {}, frozenset()
-            for name, here in self.occupants.items():
-                if len(here) != 1:
-                    if here:
-                        needs[name] = self._node_need(here)
-                    continue
-                occupant = here[0]  # the usual case, _node_need inlined
-                if not occupant.started_at < now:
-                    needs[name] = None
-                elif not occupant.funded:
-                    needs[name] = nothing
-                elif shielding and occupant.protected_until > now:
-                    needs[name] = None
-                else:
-                    allocation = occupant.allocation
-                    need = alone.get(allocation)
-                    if need is None:
-                        need = alone[allocation] = frozenset((allocation,))
-                    needs[name] = need
+            needs = self.node_needs = {
+                name: self._node_need(here) for name, here in self.occupants.items() if here
+            }
         return needs
 
     def _kept_node_needs(self, kept: KeptNeeds) -> dict[str, frozenset | None]:
@@ -349,33 +333,25 @@ class Preempting:
         """(``_node_need``, until when it holds as ``now`` moves on: forever for a need, the
         earliest end of protection there for a node protection blocks, None for a node with work
         started at ``now``, which becomes a candidate at a later ``now``)."""
-        now, shielding = self.now, self.config.contract
+        now, contract = self.now, self.config.contract
         funded = set()
         until = None
         for occupant in here:
-            if not occupant.started_at < now:
+            if not occupant.started_at < now:  # never preempted at the instant it starts
                 return None, None
-            if occupant.funded:
-                if shielding and occupant.protected_until > now:
-                    if until is None or occupant.protected_until < until:
-                        until = occupant.protected_until
-                    continue
+            if is_protected(occupant, now, contract):
+                if until is None or occupant.protected_until < until:
+                    until = occupant.protected_until
+            elif occupant.funded:
                 funded.add(occupant.allocation)
         if until is not None:
             return None, until
         return frozenset(funded), _FOREVER
 
     def _node_need(self, here: list[RunningWorkload]) -> frozenset | None:
-        now, shielding = self.now, self.config.contract
-        funded = set()
-        for occupant in here:
-            if not occupant.started_at < now:
-                return None
-            if occupant.funded:
-                if shielding and occupant.protected_until > now:
-                    return None
-                funded.add(occupant.allocation)
-        return frozenset(funded)
+        """The funded allocations to preempt to clear a node holding ``here`` (None: it cannot
+        be cleared now: see ``_node_needs``)."""
+        return self._node_need_until(here)[0]
 
     def _victim_groups(self, order: _Order) -> list[tuple[str, bool, list[RunningWorkload]]]:
         """(allocation, funded, its work ``order``'s workload may preempt) per candidate group
@@ -418,7 +394,7 @@ class Preempting:
         for *_, victims in groups:
             ordered.extend(victims)
         if not self.fairshare:
-            ordered.sort(key=lambda victim: (victim.priority, *self._work_lost(victim)))
+            ordered.sort(key=lambda victim: (victim.priority, *work_lost(victim, self.now)))
         return ordered
 
     def _in_order(self, key: tuple[str, bool], running: list[RunningWorkload]) -> list[RunningWorkload]:
@@ -431,7 +407,7 @@ class Preempting:
             self.ordered_keys.add(key)
             split = next((at for at, victim in enumerate(running) if not victim.resumable), len(running))
             if len(running) - split > 1:
-                running[split:] = sorted(running[split:], key=self._work_lost)
+                running[split:] = sorted(running[split:], key=lambda victim: work_lost(victim, self.now))
         return running
 
     def _unshielded(self, allocation: str, running: list[RunningWorkload]) -> list[RunningWorkload]:
@@ -440,7 +416,7 @@ class Preempting:
         kept = self.unshielded.get(allocation)
         if kept is None:
             now = self.now
-            kept = self.unshielded[allocation] = [v for v in running if not v.protected_until > now]
+            kept = self.unshielded[allocation] = [v for v in running if not is_protected(v, now, True)]
         return kept
 
     def _tier(

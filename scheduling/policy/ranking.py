@@ -28,13 +28,16 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import neg
 
 from scheduling.policy.filing import in_start_order
 from scheduling.policy.memo import PerSource
+from scheduling.policy.rules import FairTreeKey, fair_tree_key, may_take_from, ranks_before
 from scheduling.policy.types import AllocationPath, BudgetNodeSpec, RunningWorkload
 
 ROOT = ""
 INFINITE = math.inf
+_BELOW_EVERY_KEY = (-1.0, -1.0)  # every key ranks before it (a NaN ratio aside)
 
 
 class _MadeOnFirstRead:
@@ -210,13 +213,11 @@ class FairTree:
         subtree[ROOT] = root
 
     # -- ranking -------------------------------------------------------------------------------
-    def key(self, path: AllocationPath) -> tuple[float, float]:
-        """Sort key among siblings, larger first: (budget / usage ~ LF, budget ~ S)."""
-        budget = self.budget[path]
-        if budget <= 0:
-            return (0.0, 0.0)  # S == 0: LF == 0 whatever the usage (unfunded ranks last)
-        used = self.subtree_usage[path]
-        return (budget / used if used > 0 else INFINITE, budget)
+    def key(self, path: AllocationPath, charged: Mapping[AllocationPath, float] | None = None) -> FairTreeKey:
+        """``path``'s Fair Tree key among its siblings (``rules.fair_tree_key``), from its usage
+        now, or from ``charged`` (``charged_usage``) when given."""
+        usage = self.subtree_usage if charged is None else charged
+        return fair_tree_key(self.budget[path], usage[path])
 
     def level_ratio(
         self,
@@ -236,21 +237,14 @@ class FairTree:
     def best_child(
         self, node: AllocationPath, eligible: Mapping[AllocationPath, int]
     ) -> AllocationPath | None:
-        """The child of ``node`` with the largest key among those with ``eligible[child] > 0``."""
-        best = None
-        best_ratio = best_budget = -1.0
-        budgets, usage = self.budget, self.subtree_usage
+        """The child of ``node`` that ranks first (``rules.ranks_before``) among those with
+        ``eligible[child] > 0``; the first of equal keys (the children are in name order)."""
+        best, best_key = None, _BELOW_EVERY_KEY
         for child in self.children.get(node, ()):
-            if child in eligible and eligible[child] > 0:  # (a test and a read, not a method call)
-                budget = budgets[child]  # key(child), inlined (a descent compares every sibling)
-                if budget <= 0:
-                    ratio = budget = 0.0
-                else:
-                    used = usage[child]
-                    ratio = budget / used if used > 0 else INFINITE
-                # key > the best key, as the tuples compare (a NaN too: never equal), without them
-                if ratio > best_ratio if ratio != best_ratio else budget > best_budget:
-                    best, best_ratio, best_budget = child, ratio, budget  # the first of equals wins
+            if eligible.get(child, 0) > 0:
+                key = self.key(child)
+                if ranks_before(key, best_key):
+                    best, best_key = child, key
         return best
 
     def ordered(self, paths: Iterable[AllocationPath]) -> list[AllocationPath]:
@@ -268,7 +262,7 @@ class FairTree:
         if node in wanted:
             order.append(node)
         children = [child for child in self.children.get(node, ()) if counts.get(child, 0)]
-        children.sort(key=lambda child: (-self.key(child)[0], -self.key(child)[1], child))
+        children.sort(key=lambda child: (*map(neg, self.key(child)), child))
         for child in children:
             self._walk(child, wanted, counts, order)
 
@@ -278,46 +272,29 @@ class FairTree:
         preemptor: AllocationPath,
         charged: Mapping[AllocationPath, float] | None = None,
     ) -> bool:
-        """True when ``victim``'s allocation ranks at or below ``preemptor``'s, compared at the
-        level where their paths part (the children of their closest common ancestor).
+        """``rules.may_take_from`` for ``victim``'s and ``preemptor``'s allocations, compared at
+        the level where their paths part (the children of their closest common ancestor); True
+        when one is the other's ancestor or the same (the user level decides).
         ``charged``: usage that overrides the tree's for the preemptor's chain (``charged_usage``);
         the victim's side never lies on that chain, so only the preemptor's key reads it."""
-        pair, partings = (victim, preemptor), self.parting
-        if pair in partings:  # (a test and a read, not a method call)
-            parting = partings[pair]
-        else:
-            parting = partings[pair] = self._parting(victim, preemptor)
+        pair = (victim, preemptor)
+        parting = self.parting.get(pair)
+        if parting is None:
+            parting = self.parting[pair] = self._parting(victim, preemptor)
         if not parting:
-            return True  # one is the other's ancestor or the same: the user level decides
-        victim_node, preemptor_node, budget, preemptor_budget = parting
-        # Each side's key (ratio, budget), as ``key`` makes it, compared as the tuples would be
-        # (first the ratios, then the budgets) without making them: most passes compare many.
-        if budget <= 0:
-            ratio = budget = 0.0
-        else:
-            used = self.subtree_usage[victim_node]
-            ratio = budget / used if used > 0 else INFINITE
-        if preemptor_budget <= 0:
-            preemptor_ratio = preemptor_budget = 0.0
-        else:
-            used = self.subtree_usage[preemptor_node] if charged is None else charged[preemptor_node]
-            preemptor_ratio = preemptor_budget / used if used > 0 else INFINITE
-        # the keys (ratio, budget) compared as tuples compare, without making them: the first
-        # items that differ (neither the same object nor equal, as for a NaN) decide
-        if ratio is not preemptor_ratio and ratio != preemptor_ratio:
-            return ratio < preemptor_ratio
-        if budget is not preemptor_budget and budget != preemptor_budget:
-            return budget < preemptor_budget
-        return victim_node >= preemptor_node
+            return True
+        victim_node, preemptor_node = parting
+        return may_take_from(
+            self.key(victim_node), victim_node, self.key(preemptor_node, charged), preemptor_node
+        )
 
     def _parting(self, victim: AllocationPath, preemptor: AllocationPath) -> tuple:
-        """(victim's node, preemptor's node, their budgets) where their paths part, or () when
-        they do not."""
+        """(victim's node, preemptor's node) where their paths part, or () when they do not."""
         victim_chain = self.ancestors.get(victim, (victim,))[::-1]
         preemptor_chain = self.ancestors.get(preemptor, (preemptor,))[::-1]
         for victim_node, preemptor_node in zip(victim_chain, preemptor_chain, strict=False):
             if victim_node != preemptor_node:
-                return (victim_node, preemptor_node, self.budget[victim_node], self.budget[preemptor_node])
+                return (victim_node, preemptor_node)
         return ()
 
     def user_key(self, path: AllocationPath, user: str) -> float:

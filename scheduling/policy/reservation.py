@@ -35,21 +35,13 @@ from operator import is_not, itemgetter
 from typing import TYPE_CHECKING
 
 from scheduling.policy.placement import Shape
+from scheduling.policy.rules import release_at
 from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
 
 if TYPE_CHECKING:
     from scheduling.policy.session import PlanningSession
 
 INFINITE = math.inf
-
-
-def release_at(workload: RunningWorkload, now: float, preemptive: bool = True) -> float:
-    end = workload.expected_end if workload.expected_end is not None else INFINITE
-    if not preemptive:
-        return end
-    if not workload.funded:
-        return now
-    return min(end, max(workload.protected_until, now))
 
 
 class ReleaseProfile:
@@ -113,65 +105,63 @@ class ReleaseProfile:
         return (self._times(node) if times is None else times)[count]
 
     def _wholes(self, nodes: Iterable[ClusterNodeSpec]) -> list[float]:
-        """``[_times(node)[node.gpus] for node in nodes]``, mostly without the lists: when a node's
-        work holds exactly what it lacks, that is its last release (clamped to now), whatever the
-        order of the others; when it holds less, never."""
-        now, preemptive = self.now, self.preemptive
-        whole_at, time_for, state = self.whole_at, self.time_for, self._state
-        keys, changed = self.keys, self.changed
-        found = []
-        for node in nodes:
-            name, size = node.name, node.gpus
-            whole = whole_at.get(name)
-            if whole is None:
-                times = time_for.get(name)
-                if times is not None:
-                    whole = times[size]
-                elif keys is not None and name not in changed:
-                    key = keys.get(name, _UNKNOWN)
-                    if key is _UNKNOWN:
-                        left, here = state(name)
-                        key = keys[name] = _key(name, size, left, here)
-                    if key is None:
-                        whole = self._times(node)[size]
-                    else:
-                        latest = key[0] if preemptive else key[1]
-                        whole = whole_at[name] = latest if latest >= now else now
-                else:
-                    left, here = state(name)
-                    if 0 <= left < size and here:
-                        total, latest = left, -INFINITE
-                        for workload in here:
-                            end = workload.expected_end  # release_at, inlined (the hot path)
-                            if end is None:
-                                end = INFINITE
-                            if preemptive:
-                                if not workload.funded:
-                                    end = now
-                                else:
-                                    protected = workload.protected_until
-                                    if now > protected:
-                                        protected = now
-                                    if protected < end:
-                                        end = protected
-                            for placed, gpus in workload.placement:
-                                if placed == name:
-                                    if gpus <= 0:
-                                        total = -1  # not the plain case: work it out in full
-                                        break
-                                    total += gpus
-                                    if end > latest:
-                                        latest = end
-                            if total < 0:
-                                break
-                        if total == size:
-                            whole = whole_at[name] = latest if latest >= now else now
-                        elif 0 <= total < size:
-                            whole = whole_at[name] = INFINITE
-                    if whole is None:
-                        whole = self._times(node)[size]
-            found.append(whole)
-        return found
+        """``[_times(node)[node.gpus] for node in nodes]`` (``_whole``)."""
+        return list(map(self._whole, nodes))
+
+    def _whole(self, node: ClusterNodeSpec) -> float:
+        """When ``node`` is wholly free: ``_times(node)[node.gpus]``, mostly without the list:
+        from the release key kept for it, or from its occupants when their work holds exactly
+        what it lacks (``_whole_from_occupants``)."""
+        name, size = node.name, node.gpus
+        whole = self.whole_at.get(name)
+        if whole is not None:
+            return whole
+        times = self.time_for.get(name)
+        if times is not None:
+            return times[size]
+        if self.keys is not None and name not in self.changed:
+            whole = self._whole_from_key(name, size)
+        else:
+            whole = self._whole_from_occupants(name, size)
+        return self._times(node)[size] if whole is None else whole
+
+    def _whole_from_key(self, name: str, size: int) -> float | None:
+        """When ``name`` is wholly free, from its release key (worked out and kept if missing);
+        None when the key does not settle it."""
+        keys = self.keys
+        key = keys.get(name, _UNKNOWN)
+        if key is _UNKNOWN:
+            left, here = self._state(name)
+            key = keys[name] = _key(name, size, left, here)
+        if key is None:
+            return None
+        latest = key[0] if self.preemptive else key[1]
+        whole = self.whole_at[name] = latest if latest >= self.now else self.now
+        return whole
+
+    def _whole_from_occupants(self, name: str, size: int) -> float | None:
+        """When ``name`` is wholly free, when its work holds exactly what it lacks: its last
+        release (clamped to now); never when its work holds less; None when that does not
+        settle it (``_times`` works it out in full)."""
+        left, here = self._state(name)
+        if not (0 <= left < size and here):
+            return None
+        total, latest, now = left, -INFINITE, self.now
+        for workload in here:
+            end = release_at(workload, now, self.preemptive)
+            for placed, gpus in workload.placement:
+                if placed == name:
+                    if gpus <= 0:
+                        return None  # not the plain case: work it out in full
+                    total += gpus
+                    latest = max(latest, end)
+        if total == size:
+            whole = self.whole_at[name] = latest if latest >= now else now
+            return whole
+        if 0 <= total < size:
+            whole = self.whole_at[name] = INFINITE
+            return whole
+        return None
 
     def _release(self, workload: RunningWorkload) -> float:
         return release_at(workload, self.now, self.preemptive)
@@ -508,16 +498,9 @@ def _key(
         return None
     total, preempting, declared = left, -INFINITE, -INFINITE
     for workload in here:
-        end = workload.expected_end
-        if end is None:
-            end = INFINITE
-        if end > declared:
-            declared = end
-        if workload.funded:
-            protected = workload.protected_until
-            held = end if end < protected else protected
-            if held > preempting:
-                preempting = held
+        # release_at with no "now" to clamp to: the caller clamps (see ``_whole_from_key``)
+        preempting = max(preempting, release_at(workload, -INFINITE, True))
+        declared = max(declared, release_at(workload, -INFINITE, False))
         for placed, gpus in workload.placement:
             if placed == name:
                 if gpus <= 0:

@@ -20,7 +20,7 @@ from scheduling.policy import (
 from scheduling.policy.placement import FreeIndex
 from scheduling.policy.ranking import FairTree
 from scheduling.policy.replay import after_plan, as_pending, single_type
-from scheduling.policy.reservation import release_at
+from scheduling.policy.rules import release_at
 
 NOW = 1_000_000.0
 HOUR = 3600.0
