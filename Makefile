@@ -15,13 +15,12 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || { echo "Creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
 	@echo "Installing the project and its test dependencies into $(VENV) ..."
 	@$(BIN)/python -m pip install --quiet --upgrade pip
-	@$(BIN)/python -m pip install --quiet -e '.[test,compiled]'
+	@$(BIN)/python -m pip install --quiet -e '.[test]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
-## make install: the venv, the project, and the compiled pass (only modules whose source changed)
+## make install: the venv and the project with its test dependencies
 install: $(STAMP)
-	@$(BIN)/python -m scheduling.compile || echo "make: the scheduler runs as plain Python (same decisions, slower)"
 
 ## make demo: migrate the embedded SQLite database, load the demo organisation, serve on :8000
 demo: install
@@ -43,10 +42,9 @@ format: install
 browsers:
 	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-## the compiler and headers `python -m scheduling.compile` needs, docker-compose for the deploy tests
+## docker-compose for the deploy tests
 system-deps: browsers
 	@command -v docker-compose >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; }
-	@{ command -v gcc >/dev/null && test -f /usr/include/python3.11/Python.h; } || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc python3.11-dev >/dev/null; }
 
 ## make slurm-up / slurm-down: the real Slurm test cluster (4 nodes x 8 GPUs; root; see README)
 slurm-up:
