@@ -32,7 +32,7 @@ from operator import neg
 
 from scheduling.policy.filing import in_start_order
 from scheduling.policy.memo import PerSource
-from scheduling.policy.rules import FairTreeKey, fair_tree_key, may_take_from, ranks_before
+from scheduling.policy.rules import FairTreeKey, fair_tree_key, may_take_from
 from scheduling.policy.types import AllocationPath, BudgetNodeSpec, RunningWorkload
 
 ROOT = ""
@@ -237,13 +237,14 @@ class FairTree:
     def best_child(
         self, node: AllocationPath, eligible: Mapping[AllocationPath, int]
     ) -> AllocationPath | None:
-        """The child of ``node`` that ranks first (``rules.ranks_before``) among those with
+        """The child of ``node`` with the largest key (``rules.fair_tree_key``) among those with
         ``eligible[child] > 0``; the first of equal keys (the children are in name order)."""
         best, best_key = None, _BELOW_EVERY_KEY
+        budget, usage = self.budget, self.subtree_usage
         for child in self.children.get(node, ()):
             if eligible.get(child, 0) > 0:
-                key = self.key(child)
-                if ranks_before(key, best_key):
+                key = fair_tree_key(budget[child], usage[child])
+                if key > best_key:
                     best, best_key = child, key
         return best
 
@@ -284,9 +285,11 @@ class FairTree:
         if not parting:
             return True
         victim_node, preemptor_node = parting
-        return may_take_from(
-            self.key(victim_node), victim_node, self.key(preemptor_node, charged), preemptor_node
-        )
+        usage, budget = self.subtree_usage, self.budget
+        victim_key = fair_tree_key(budget[victim_node], usage[victim_node])
+        preemptor_usage = (usage if charged is None else charged)[preemptor_node]
+        preemptor_key = fair_tree_key(budget[preemptor_node], preemptor_usage)
+        return may_take_from(victim_key, victim_node, preemptor_key, preemptor_node)
 
     def _parting(self, victim: AllocationPath, preemptor: AllocationPath) -> tuple:
         """(victim's node, preemptor's node) where their paths part, or () when they do not."""

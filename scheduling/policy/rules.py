@@ -46,10 +46,10 @@ def may_take_from(victim: FairTreeKey, victim_node: str, preemptor: FairTreeKey,
     preemptor's after the move. Both are compared where their paths part in the budget tree
     (``victim_node`` and ``preemptor_node`` are siblings there), each by its Fair Tree key
     (``fair_tree_key``), the preemptor's with the usage it is charged for the move. It ranks at
-    or below when its key is smaller (``ranks_before``); between equal keys, when its name is not
+    or below when its key is smaller; between equal keys, when its name is not
     smaller (the name breaks ties, ascending, so the later name ranks below)."""
     if victim != preemptor:
-        return ranks_before(preemptor, victim)
+        return victim < preemptor
     return victim_node >= preemptor_node
 
 
@@ -63,7 +63,9 @@ def work_lost(workload: RunningWorkload, now: float) -> tuple[float, int]:
 
 # -- the Fair Tree (DESIGN 5 step 3) -------------------------------------------------------------
 def fair_tree_key(budget: float, usage: float) -> FairTreeKey:
-    """A node's sort key among its siblings, larger first: ``(budget / usage, budget)``.
+    """A node's sort key among its siblings: ``(budget / usage, budget)``; keys compare as
+    tuples (the first items that differ decide; a NaN ratio equals nothing and is never larger),
+    and the larger key ranks first.
 
     Sorting siblings by LF = S / U is sorting them by ``budget / usage`` (the sibling totals are
     common to all), and ties go to the larger S, i.e. the larger budget. Usage 0 gives LF = inf
@@ -72,13 +74,6 @@ def fair_tree_key(budget: float, usage: float) -> FairTreeKey:
     if budget <= 0:
         return (0.0, 0.0)
     return (budget / usage if usage > 0 else INFINITE, budget)
-
-
-def ranks_before(first: FairTreeKey, second: FairTreeKey) -> bool:
-    """Does a node of key ``first`` rank strictly before a sibling of key ``second``? Compared
-    as tuples compare: the first items that differ decide, larger first (a NaN ratio, never
-    equal to anything, decides and ranks before nothing)."""
-    return first > second
 
 
 # -- reservation and backfill (DESIGN 5 step 6, DESIGN 6) ----------------------------------------

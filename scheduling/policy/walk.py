@@ -64,7 +64,7 @@ class Walk:
         self.waited = len(planning.blocked)
         # Victims go back into the first walk's queues (``_requeue``): only it meets them again.
         self.first, self.evicted = queues is planning.queues, len(planning.preemptions)
-        self.skip = FastSkip(self)
+        self.skip = FastSkip(self.failed, planning.now, self.reservation_start)
 
     def run(self) -> None:
         for queue in self.queues:
@@ -145,7 +145,7 @@ class Walk:
         if planning.relief != self.relief:
             self.failed.clear()
             self.relief = planning.relief
-            self.reservation_start = planning._reservation_start()
+            self.reservation_start = self.skip.reservation_start = planning._reservation_start()
         if started:
             planning.tail_repeats = len(planning.blocked) == self.waited and (
                 self.first or len(planning.preemptions) == self.evicted
@@ -165,12 +165,13 @@ class FastSkip:
     that skips them ends exactly where the walk that takes them would; only the count of the
     workloads taken (for the check after ``CHECK_AFTER_MISSES`` misses) is kept."""
 
-    def __init__(self, walk: Walk) -> None:
-        self.walk = walk
+    def __init__(self, failed: dict[Signature, tuple], now: float, reservation_start: float) -> None:
+        self.failed, self.now = failed, now  # the walk's own ``failed``: cleared, never replaced
+        self.reservation_start = reservation_start  # kept in step by the walk
 
     def passed_over(self, workloads: Sequence[PendingWorkload]) -> bool:
         """Is every one of ``workloads`` like one that failed?"""
-        failed, now, start = self.walk.failed, self.walk.planning.now, self.walk.reservation_start
+        failed, now, start = self.failed, self.now, self.reservation_start
         return all(signature(workload, now, start) in failed for workload in workloads)
 
     def whole_queues(self, queue, enough: float) -> int:  # noqa: ANN001 - a queue of queues.py
@@ -180,7 +181,7 @@ class FastSkip:
     def leading_hits(self, items: deque[PendingWorkload]) -> tuple[int, tuple | None]:
         """Drop the hits at the front of ``items`` and take the first miss: (how many were taken,
         (the miss, its signature)), or (the hits, None) when all were hits (``items`` emptied)."""
-        failed, now, start = self.walk.failed, self.walk.planning.now, self.walk.reservation_start
+        failed, now, start = self.failed, self.now, self.reservation_start
         hits = 0
         for workload in items:
             found = signature(workload, now, start)
