@@ -65,7 +65,7 @@ _FOUND_WITHIN = 8  # a carried tuple starts with one of the last one's first few
 class ReleaseKeys(dict[str, "tuple[float, float] | None"]):
     """node -> what ``reservation.ReleaseProfile`` worked out from its occupants alone (see
     there), kept while those occupants stay. ``drop`` forgets a node's key and logs the node in
-    ``dropped``: an order kept by these keys (``reservation._Ranks``) looks again only at the nodes
+    ``dropped``: an order kept by these keys (``release_order.Ranks``) looks again only at the nodes
     logged since it last looked. ``clear`` (or a log grown long) starts a new log, counted by
     ``epoch``: an order that read an older one looks at every node again."""
 

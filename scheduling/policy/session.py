@@ -20,8 +20,8 @@ from scheduling.policy.memo import PerSource
 
 if TYPE_CHECKING:
     from scheduling.policy.preempting import ClearableCount
-    from scheduling.policy.ranking import _TreeShape
-    from scheduling.policy.reservation import ReleaseOrder, _Layout
+    from scheduling.policy.tree_shape import TreeShape
+    from scheduling.policy.release_order import Layout, ReleaseOrder
 
 
 class PlanningSession:
@@ -43,5 +43,5 @@ class PlanningSession:
         self.clearable_count: ClearableCount | None = None
         self.release_order: ReleaseOrder | None = None
         self.node_facts: PerSource[tuple] = PerSource()
-        self.tree_shapes: PerSource[dict[frozenset, _TreeShape]] = PerSource()
-        self.layouts: PerSource[_Layout] = PerSource()
+        self.tree_shapes: PerSource[dict[frozenset, TreeShape]] = PerSource()
+        self.layouts: PerSource[Layout] = PerSource()
