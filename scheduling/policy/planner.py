@@ -23,6 +23,7 @@ from operator import attrgetter, itemgetter
 from types import MappingProxyType
 
 from scheduling.policy import reasons, rules
+from scheduling.policy.clearable import ClearableNodes
 from scheduling.policy.explaining import Explaining
 from scheduling.policy.filing import Filed
 from scheduling.policy.placement import FreeIndex, Shape
@@ -232,7 +233,6 @@ class _Pass(Preempting, Explaining):
         healthy, capacity, self.sizes, self.gpu_types = _node_facts(snapshot.nodes, self.session)
         self.reserved = FreeIndex()
         self.unshielded: dict[str, list[RunningWorkload]] = {}  # see Preempting._unshielded
-        self.clearable: dict[FreeIndex, object] = {}  # see Preempting._clearable
         self.node_needs: dict[str, frozenset | None] | None = None  # see Preempting._node_needs
         self.evicted_nodes: set[str] = set()  # see Preempting._kept_node_needs
         filed = self.session.filing.filed(
@@ -251,6 +251,7 @@ class _Pass(Preempting, Explaining):
             self.candidates_ordered,  # see Preempting._in_order
         ) = filed
         self.ordered_keys: set[tuple[str, bool]] = set()  # candidates put in order (_in_order)
+        self.clearable = ClearableNodes(self.session, snapshot.nodes, self.index)
 
     def _file(self, healthy: list, capacity: dict[str, int]) -> Filed:
         """File the running work afresh: (occupants, candidates, used, index, start index, no
@@ -555,8 +556,7 @@ class _Pass(Preempting, Explaining):
             self.touched.add(name)
             if needs is not None:
                 needs[name] = None  # work started now is never preempted in this pass
-        if self.clearable:
-            self._recount([name for name, _ in workload.placement])
+        self.clearable.recount([name for name, _ in workload.placement])
         for path in self.tree.ancestors.get(workload.allocation, ()):
             if path in self.used:
                 self.used[path] += workload.gpus

@@ -3,11 +3,11 @@ preempt, in which order, and what happens to the victims. Mixed into the pass (p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from itertools import chain, compress
-from operator import attrgetter, is_not, or_
+from itertools import chain
+from operator import attrgetter
 
-from scheduling.policy.filing import KeptNeeds, drop_identical
+from scheduling.policy.filing import drop_identical
+from scheduling.policy.node_keys import KeptNeeds
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preemption import VictimPool, choose_victims
 from scheduling.policy.replay import as_pending, single_type
@@ -131,7 +131,7 @@ class Preempting:
         if (per_node is None or per_node >= gpus) and largest >= gpus:
             return False  # one node: the pool decides
         counted = order.clearable  # an order lives one standing, so one relief: counts keep
-        for (kind, size), (whole, needs) in self._clearable(index).items():
+        for (kind, size), (whole, needs) in self.clearable.on(index, self.relief, self._node_needs).items():
             if gpu_type in (None, kind) and size and gpus % size == 0 and per_node in (None, size):
                 if whole * size >= gpus:
                     return False
@@ -173,103 +173,6 @@ class Preempting:
             else:
                 count += nodes
         return count
-
-    def _clearable(self, index: FreeIndex) -> dict[tuple[str, int], list]:
-        """(GPU type, node size) -> [wholly free nodes, {funded allocations whose unprotected work
-        fills a node (nothing else on it may be preempted but unfunded work): such nodes}] on
-        ``index``. A node with protected work, or work started at ``now``, is left out.
-
-        Kept while ``relief`` holds: a start only takes GPUs (and its work cannot be preempted in
-        this pass), so after starts the counts are still upper bounds, which is all a bound needs.
-        Then only the nodes whose occupants changed (``_recount``) or that joined or left the
-        index (``index.filings``, a reservation) are counted again."""
-        state = self.clearable.get(index)  # reset per pass by _index
-        if state is not None and state.relief == self.relief:
-            return state.found
-        filings = index.filings
-        if state is None:
-            state = self.clearable[index] = _Clearable()
-            state.filed = len(filings)
-            state.relief = self.relief
-            return self._count_clearable(index, state)
-        else:
-            changed, state.changed = state.changed, set()
-            changed.update(filings[state.filed :])
-        state.filed = len(filings)
-        state.relief = self.relief
-        _count_again(changed, index, self._node_needs(), state.found, state.contributions)
-        return state.found
-
-    def _count_clearable(self, index: FreeIndex, state: _Clearable) -> dict[tuple[str, int], list]:
-        """``_clearable``'s first count on ``index`` in a pass: every node, in the index's order,
-        as the loop there counts a node that contributed nothing yet (nothing to take back).
-
-        On the unreserved index, from what the last such count (of an earlier pass, on the same
-        nodes tuple) counted, node by node: a node adds what it added then unless its free GPUs
-        or its need changed since (most nodes keep both from pass to pass), and only those are
-        counted again, as ``_clearable`` counts a changed node. Told by identity (the kept needs
-        are the same objects): an equal value made anew is only counted again, to the same. The
-        count is the same either way; only entries of no nodes may differ (a carried count drops
-        them), which no reader tells apart (a sum over them, or verdicts that are memos)."""
-        needs, free = self._node_needs(), index.free
-        nodes = self.snapshot.nodes
-        if index is not self.index or type(nodes) is not tuple:  # (a list may change in place)
-            return self._count_every_node(index, needs, state.found, state.contributions)
-        names, lefts = list(free), list(free.values())
-        wanted = list(map(needs.get, names))
-        last = self.session.clearable_count
-        if last is not None and last.nodes is nodes and last.names == names:
-            found, contributions = last.found, last.contributions
-            moved = map(is_not, lefts, last.lefts)
-            _count_again(
-                compress(names, map(or_, moved, map(is_not, wanted, last.needs))),
-                index,
-                needs,
-                found,
-                contributions,
-            )
-            state.found, state.contributions = found, contributions
-        else:
-            found = self._count_every_node(index, needs, state.found, state.contributions)
-        self.session.clearable_count = ClearableCount(nodes, names, lefts, wanted, found, state.contributions)
-        return found
-
-    def _count_every_node(
-        self, index: FreeIndex, needs: dict, found: dict, contributions: dict
-    ) -> dict[tuple[str, int], list]:
-        """Every node of ``index`` into ``found`` and ``contributions`` (both empty)."""
-        spec = index.spec
-        for name, left in index.free.items():
-            node = spec.get(name)
-            if node is None:
-                continue
-            size = node.gpus
-            if left >= size:
-                if left != size or not left:
-                    continue  # more than a node holds, or a node of no GPUs: not wholly free
-                key = (node.gpu_type, size)
-                counts = found.get(key)
-                if counts is None:
-                    counts = found[key] = [0, {}]
-                contributions[name] = (key, None)
-                counts[0] += 1
-            else:
-                funded = needs.get(name)
-                if funded is None:
-                    continue
-                key = (node.gpu_type, size)
-                counts = found.get(key)
-                if counts is None:
-                    counts = found[key] = [0, {}]
-                contributions[name] = (key, funded)
-                counted = counts[1]
-                counted[funded] = counted.get(funded, 0) + 1
-        return found
-
-    def _recount(self, names: list[str]) -> None:
-        """Nodes whose occupants (and free GPUs) changed: count them again at the next relief."""
-        for state in self.clearable.values():
-            state.changed.update(names)
 
     def _node_needs(self) -> dict[str, frozenset | None]:
         """Occupied node -> the funded allocations whose work on it must all be preemptible to
@@ -498,7 +401,7 @@ class Preempting:
         self.preemptions.append(Preemption(victim.id, victim.resumable, preemptor.id, why))
         self.index.give(victim.placement)
         self.reserved.give(victim.placement)
-        self._recount([name for name, _ in victim.placement])
+        self.clearable.recount([name for name, _ in victim.placement])
         self.evicted_nodes.update(name for name, _ in victim.placement)
         needs = self.node_needs
         for name, _ in victim.placement:
@@ -541,78 +444,9 @@ class Preempting:
             self.queues[0].requeue(workload)
 
 
-class _Clearable:
-    """``Preempting._clearable``'s counts for one index, and what each node adds to them."""
-
-    __slots__ = ("changed", "contributions", "filed", "found", "relief")
-
-    def __init__(self) -> None:
-        self.filed = 0  # how much of the index's ``filings`` it has seen
-        self.relief = -1
-        self.found: dict[tuple[str, int], list] = {}  # (type, size) -> [whole nodes, {needs: nodes}]
-        # node -> ((type, size), None when wholly free, else the funded allocations to preempt)
-        self.contributions: dict[str, tuple] = {}
-        self.changed: set[str] = set()
-
-
-def _count_again(
-    names: Iterable[str], index: FreeIndex, needs: dict, found: dict, contributions: dict
-) -> None:
-    """Take back what each of ``names`` added to ``found`` and count it again as it is now."""
-    free, spec = index.free, index.spec
-    for name in names:
-        was = contributions.get(name)
-        if was is not None:
-            counts = found[was[0]]
-            if was[1] is None:
-                counts[0] -= 1
-            else:
-                counts[1][was[1]] -= 1
-        node = spec.get(name)
-        if node is None:
-            contributions.pop(name, None)
-            continue
-        left, size = free[name], node.gpus
-        # filed as wholly free when all of it is (a node of no GPUs is not)
-        funded = (_WHOLE if left == size and left else None) if left >= size else needs.get(name)
-        if funded is None:
-            contributions.pop(name, None)
-            continue
-        key = (node.gpu_type, size)
-        counts = found.get(key)
-        if counts is None:
-            counts = found[key] = [0, {}]
-        if funded is _WHOLE:
-            contributions[name] = (key, None)
-            counts[0] += 1
-        else:
-            contributions[name] = (key, funded)
-            counts[1][funded] = counts[1].get(funded, 0) + 1
-
-
-class ClearableCount:
-    """A pass's first clearable count on its unreserved index, kept in the planning session for the next pass's
-    (``Preempting._count_clearable``): the nodes tuple, the index's nodes in order, each one's
-    free GPUs and need as counted, and copies of the counts (less entries of no nodes) and of
-    what each node added (the pass goes on changing its own)."""
-
-    __slots__ = ("contributions", "found", "lefts", "names", "needs", "nodes")
-
-    def __init__(
-        self, nodes: tuple, names: list, lefts: list, needs: list, found: dict, contributions: dict
-    ) -> None:
-        self.nodes, self.names, self.lefts, self.needs = nodes, names, lefts, needs
-        self.found = {
-            key: [whole, {need: count for need, count in counted.items() if count}]
-            for key, (whole, counted) in found.items()
-        }
-        self.contributions = contributions.copy()  # (a clone: see _kept_node_needs)
-
-
 _USER = attrgetter("user")
 _FOREVER = float("inf")
 _TIERS = ("tiers",)  # ``pools`` key of a standing's global ratios (``_ordered_victims``)
-_WHOLE = object()  # a wholly free node's mark while counting
 
 
 class _Order:

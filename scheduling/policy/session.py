@@ -19,9 +19,9 @@ from scheduling.policy.filing import FilingCarry
 from scheduling.policy.memo import PerSource
 
 if TYPE_CHECKING:
-    from scheduling.policy.preempting import ClearableCount
-    from scheduling.policy.tree_shape import TreeShape
+    from scheduling.policy.clearable import ClearableCount
     from scheduling.policy.release_order import Layout, ReleaseOrder
+    from scheduling.policy.tree_shape import TreeShape
 
 
 class PlanningSession:
@@ -30,7 +30,7 @@ class PlanningSession:
     - ``filing``: the running work filed by the last pass (onto nodes, victim candidates and
       concurrency limits), with the release keys and node needs derived from it (filing.py).
     - ``clearable_count``: the last pass's count of nodes a preemption could clear, per GPU type
-      and size (preempting.py), recounted only where free GPUs or needs changed.
+      and size (clearable.py), recounted only where free GPUs or needs changed.
     - ``release_order``: the nodes in order of when they are wholly free (reservation.py).
     - ``node_facts``, ``tree_shapes``, ``layouts``: what a pass reads off a nodes tuple or a
       budget tree alone, per tuple object.

@@ -9,17 +9,17 @@ import pytest
 
 from benchmarks.policy_pass import NOW, build_snapshot
 from scheduling.policy import PlanningSession, PolicyConfig
+from scheduling.policy.clearable import _Clearable
 from scheduling.policy.planner import _Pass
-from scheduling.policy.preempting import _Clearable
 
 
 def counted_as_changed(planning: _Pass, index) -> dict:  # noqa: ANN001 - a FreeIndex
-    """The incremental branch of ``_clearable``, from an empty state with every node changed."""
-    state = planning.clearable[index] = _Clearable()
-    state.relief = planning.relief - 1  # stale: ``_clearable`` counts what changed
+    """The incremental branch of ``ClearableNodes.on``, from an empty state with every node changed."""
+    state = planning.clearable.states[index] = _Clearable()
+    state.relief = planning.relief - 1  # stale: ``ClearableNodes.on`` counts what changed
     state.filed = len(index.filings)
     state.changed = set(index.free)
-    return planning._clearable(index)
+    return planning.clearable.on(index, planning.relief, planning._node_needs)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5], ids=lambda seed: f"seed-{seed}")
@@ -30,7 +30,7 @@ def test_the_first_count_equals_counting_every_node_as_changed(seed: int, busy: 
     planning._rank()
     planning._index()
 
-    first = planning._clearable(planning.index)
+    first = planning.clearable.on(planning.index, planning.relief, planning._node_needs)
     assert first, "the cluster has nodes to count"
 
     assert counted_as_changed(planning, planning.index) == first
@@ -56,8 +56,8 @@ def test_a_count_carried_from_an_earlier_pass_equals_counting_afresh(seed: int) 
         planning = _Pass(snapshot, now, PolicyConfig(), None, False, session)
         planning._rank()
         planning._index()
-        found = planning._clearable(planning.index)
-        return found, planning.clearable[planning.index].contributions
+        found = planning.clearable.on(planning.index, planning.relief, planning._node_needs)
+        return found, planning.clearable.states[planning.index].contributions
 
     session = PlanningSession()
     first_count(earlier, NOW, session)

@@ -13,7 +13,7 @@ from unittest.mock import patch
 import pytest
 
 from scheduling.policy import PlanningSession, PolicyConfig, plan
-from scheduling.policy.filing import KeptNeeds
+from scheduling.policy.node_keys import KeptNeeds
 from scheduling.policy.preempting import Preempting
 from scheduling.simulator import policy_config, run_simulation
 from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario

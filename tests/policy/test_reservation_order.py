@@ -11,7 +11,7 @@ import random
 import pytest
 
 from scheduling.policy import ClusterNodeSpec, PlanningSession, RunningWorkload
-from scheduling.policy.filing import ReleaseKeys
+from scheduling.policy.node_keys import ReleaseKeys
 from scheduling.policy.reservation import ReleaseProfile
 from tests.policy.builders import HOUR, NOW, nodes, running
 
