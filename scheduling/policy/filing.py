@@ -272,10 +272,9 @@ class _Base:
             if type(placed) is not int or placed < 0:
                 return False
         occupants, load, index, keys = self.occupants, self.load, self.index, self.release_keys
-        free, kept, dropped = index.free, self.kept_needs, keys.dropped
+        free, kept = index.free, self.kept_needs
         for name, placed in workload.placement:
-            keys.pop(name, None)  # keys.drop(name), inlined
-            dropped.append(name)
+            keys.drop(name)
             kept.forget(name)
             here = occupants.get(name)
             if here is None:
@@ -294,10 +293,9 @@ class _Base:
 
     def remove(self, workload: RunningWorkload) -> None:
         occupants, load, index, keys = self.occupants, self.load, self.index, self.release_keys
-        free, kept, dropped = index.free, self.kept_needs, keys.dropped
+        free, kept = index.free, self.kept_needs
         for name, placed in workload.placement:
-            keys.pop(name, None)  # keys.drop(name), inlined
-            dropped.append(name)
+            keys.drop(name)
             kept.forget(name)
             here = occupants[name]
             drop_identical(here, workload)

@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import gc
 import time
-from bisect import bisect_left
 from collections.abc import Callable
-from itertools import compress
 from operator import attrgetter, itemgetter
 from types import MappingProxyType
 
 from scheduling.policy import reasons, rules
 from scheduling.policy.clearable import ClearableNodes
 from scheduling.policy.explaining import Explaining
-from scheduling.policy.filing import Filed
+from scheduling.policy.inventory import file_afresh, fits_inventory, node_facts
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preempting import Preempting
 from scheduling.policy.queues import (
@@ -38,8 +36,9 @@ from scheduling.policy.queues import (
 )
 from scheduling.policy.ranking import FairTree
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
-from scheduling.policy.rules import is_protected, may_backfill, work_lost
+from scheduling.policy.rules import may_backfill
 from scheduling.policy.session import PlanningSession
+from scheduling.policy.shortcuts import Shortcuts
 from scheduling.policy.types import (
     PendingWorkload,
     Placement,
@@ -51,27 +50,13 @@ from scheduling.policy.types import (
     Snapshot,
     Start,
 )
-from scheduling.policy.walk import Walk
+from scheduling.policy.walk import Walk, still_pending
 
 _SUBMIT_ORDER = attrgetter("submitted_at", "id")
 _ALLOCATION = attrgetter("allocation")
 _FIRST = itemgetter(0)
 _SHAPE = attrgetter("gpus", "gpus_per_node", "gpu_type")
 _WALKS = 4  # a first walk and up to three settling walks
-_FITS_FREE, _FITS_RESERVED = 1, 2  # see _Pass._shape_fits
-
-
-class _ShapeFits(dict):
-    """shape -> ``where(shape)``, worked out the first time the shape is read (a dict, so a map
-    over many workloads of few shapes looks them up in C)."""
-
-    def __init__(self, where: Callable[[Shape], int]) -> None:
-        super().__init__()
-        self.where = where
-
-    def __missing__(self, shape: Shape) -> int:
-        fits = self[shape] = self.where(shape)
-        return fits
 
 
 Explain = bool | frozenset[int]
@@ -131,7 +116,7 @@ def _backend_unavailable(snapshot: Snapshot, now: float, explain: Explain = True
     return Plan((), (), (), explained, MappingProxyType({}), MappingProxyType({}))
 
 
-class _Pass(Preempting, Explaining):
+class _Pass(Shortcuts, Preempting, Explaining):
     """The mutable state of one pass; ``run`` is the only entry."""
 
     def __init__(
@@ -230,7 +215,7 @@ class _Pass(Preempting, Explaining):
         """File the running work onto nodes, candidates and limits: carried over from the pass
         before when the caller passes the same running objects again (filing.py), else afresh."""
         snapshot, tree = self.snapshot, self.tree
-        healthy, capacity, self.sizes, self.gpu_types = _node_facts(snapshot.nodes, self.session)
+        healthy, capacity, self.sizes, self.gpu_types = node_facts(snapshot.nodes, self.session)
         self.reserved = FreeIndex()
         self.unshielded: dict[str, list[RunningWorkload]] = {}  # see Preempting._unshielded
         self.node_needs: dict[str, frozenset | None] | None = None  # see Preempting._node_needs
@@ -239,7 +224,7 @@ class _Pass(Preempting, Explaining):
             snapshot.running, snapshot.nodes, healthy, capacity, tree.ancestors, tree.limit, self.now
         )
         if filed is None:
-            filed = self._file(healthy, capacity)
+            filed = file_afresh(snapshot.running, healthy, capacity, tree.ancestors, tree.limit, self.now)
         (
             self.occupants,
             self.candidates,
@@ -252,44 +237,6 @@ class _Pass(Preempting, Explaining):
         ) = filed
         self.ordered_keys: set[tuple[str, bool]] = set()  # candidates put in order (_in_order)
         self.clearable = ClearableNodes(self.session, snapshot.nodes, self.index)
-
-    def _file(self, healthy: list, capacity: dict[str, int]) -> Filed:
-        """File the running work afresh: (occupants, candidates, used, index, start index, no
-        release keys, no kept node needs, candidates in preemption order)."""
-        free = dict(capacity)
-        occupants: dict[str, list[RunningWorkload]] = {}
-        # (allocation, funded) -> running work that may become a victim, least work lost first
-        candidates: dict[tuple[str, bool], list[RunningWorkload]] = {}
-        used: dict[str, int] = dict.fromkeys(self.tree.limit, 0)
-        ancestors, now = self.tree.ancestors, self.now
-        on_node, left_on, victims_of = occupants.get, free.get, candidates.get
-        for workload in self.snapshot.running:
-            for name, gpus in workload.placement:
-                here = on_node(name)
-                if here is None:
-                    occupants[name] = [workload]
-                else:
-                    here.append(workload)
-                left = left_on(name)
-                if left is not None:
-                    free[name] = left - gpus if left > gpus else 0
-            if used:  # concurrency limits: GPUs in use per limited node
-                for path in ancestors.get(workload.allocation, ()):
-                    if path in used:
-                        used[path] += workload.gpus
-            if workload.started_at < now:  # never preempt work at the instant it starts
-                key = (workload.allocation, workload.funded)
-                victims = victims_of(key)
-                if victims is None:
-                    candidates[key] = [workload]
-                else:
-                    victims.append(workload)
-        index = FreeIndex.filed(healthy, free)  # each node filed once, at what is left free
-
-        for running in candidates.values():
-            running.sort(key=lambda workload: work_lost(workload, now))
-        start_index = index.copy()  # free before this pass
-        return occupants, candidates, used, index, start_index, None, None, True
 
     # -- admit ---------------------------------------------------------------------------------
     def _admit(self) -> None:
@@ -319,29 +266,10 @@ class _Pass(Preempting, Explaining):
             self._walk(self._queues_again(), walk < _WALKS)
 
     def _queues_again(self) -> list:
-        """Everything still pending (the snapshot's queues less what started, plus requeued
-        victims that did not restart), for a settling walk."""
+        """Everything still pending (``walk.still_pending``), for a settling walk that starts
+        afresh: nothing blocked, nothing reserved, nothing known not to fit."""
         started = {start.workload_id for start in self.starts}
-        # The snapshot's groups (none empty), each one something started from cut down in its place
-        groups = dict(self.groups)
-        if not all(groups.values()):
-            groups = {key: queue for key, queue in groups.items() if queue}
-        for key, started_here in self.started_groups.items():
-            queue = groups.get(key)
-            if queue is None:  # only requeued victims started from it
-                continue
-            kept = _without(queue, started_here)
-            if kept:
-                groups[key] = kept
-            else:
-                del groups[key]
-        for workload in self.requeued_work.values():
-            if workload.id not in started:
-                key = (workload.allocation, workload.user)
-                # Copy before appending: ``groups`` may still share the snapshot's own list, and a
-                # victim written into it would be walked twice by the next settling walk.
-                queue = groups[key] = [*groups.get(key, ()), workload]
-                queue.sort(key=_SUBMIT_ORDER)
+        groups = still_pending(self.groups, self.started_groups, self.requeued_work.values(), started)
         self.blocked = []
         self._release_reservation()
         self.no_fit.clear()
@@ -354,96 +282,6 @@ class _Pass(Preempting, Explaining):
     def _walk(self, queues: list, settles: bool) -> None:
         """One walk over ``queues`` (walk.py)."""
         Walk(self, queues, settles).run()
-
-    def _nothing_to_try(self, queue) -> bool:
-        """Nothing queued here could start, preempt or reserve: a walk that records nothing skips it."""
-        return not self._may_still_reserve(queue) and self._nothing_more_can_start(queue, thorough=True)
-
-    def _nothing_more_can_start(self, queue, thorough: bool = False) -> bool:
-        """No allocation still queued here may preempt anyone, and no GPU is free (for anyone).
-
-        ``thorough``: GPUs may be free if none of what is queued here could start on them nor
-        reserve nodes. That reads every queued workload's shape, so it is worth it only where the
-        rest of the walk would be read for nothing: when the walk records no reasons."""
-        free = self.index.free_gpus(None) or self.reserved.free_gpus(None)
-        if free and not thorough:
-            return False
-        if not self._none_may_preempt(queue):
-            return False
-        return not free or self._none_fits(queue)
-
-    def _none_fits(self, queue) -> bool:
-        """No workload queued here can start on free GPUs (unreserved, or reserved ones it may
-        backfill) or make a reservation. Limits are ignored (they only stop work from starting).
-
-        Read in queue order and left at the first workload that could start: each distinct shape
-        is placed once (``_ShapeFits``), and only a shape that fits reserved GPUs alone needs the
-        workload itself (may it backfill them?)."""
-        if self._may_still_reserve(queue):
-            return False
-        fits = _ShapeFits(self._shape_fits)
-        for workload in compress(queue.queued(), map(fits.__getitem__, map(_SHAPE, queue.queued()))):
-            if fits[_SHAPE(workload)] == _FITS_FREE or self._may_backfill(workload):
-                return False
-        return True
-
-    def _shape_fits(self, shape: Shape) -> int:
-        """Where ``shape`` could start now: on unreserved free GPUs (``_FITS_FREE``), only on
-        reserved ones (``_FITS_RESERVED``), or nowhere (0, also when it never could)."""
-        if not self._feasible(shape):
-            return 0
-        if shape not in self.no_fit and self.index.place(shape) is not None:
-            return _FITS_FREE
-        reserved = self.reserved
-        if reserved.spec and shape not in self.no_fit_reserved and reserved.place(shape) is not None:
-            return _FITS_RESERVED
-        return 0
-
-    def _may_still_reserve(self, queue) -> bool:
-        """Nothing is reserved yet and the first workload queued here that cannot start would be."""
-        if self.reservation is not None or not self.config.reservation:
-            return False
-        return not self.fairshare or bool(queue.funded_allocations())
-
-    def _none_may_preempt(self, queue) -> bool:
-        """No allocation still queued here may preempt anyone."""
-        if not self.config.preemption or self.config.ordering == "fifo":
-            return True
-        if not self.fairshare:
-            lowest = self._preemptible()
-            return lowest is None or all(w.priority <= lowest for w in queue.queued())
-        waiting = queue.funded_allocations()
-        if not waiting:
-            return True
-        open_groups = self._preemptible()
-        if any(not funded for _, funded in open_groups):
-            return not waiting
-        return not any(
-            victim_allocation == allocation or self.tree.ranks_at_or_below(victim_allocation, allocation)
-            for allocation in waiting
-            for victim_allocation, _ in open_groups
-        )
-
-    def _preemptible(self) -> list[tuple[str, bool]] | int | None:
-        """Fair share: the candidate groups (allocation, funded) with work past its protection;
-        else the lowest priority of any candidate (None: none). Kept until an eviction (relief)."""
-        known = self.preemptible
-        if known is not None and known[0] == self.relief:
-            return known[1]
-        if self.fairshare:
-            found = [key for key, running in self.candidates.items() if any(map(self._unprotected, running))]
-        else:
-            found = min((v.priority for running in self.candidates.values() for v in running), default=None)
-        self.preemptible = (self.relief, found)
-        return found
-
-    def _unprotected(self, workload: RunningWorkload) -> bool:
-        return not is_protected(workload, self.now, self.config.contract)
-
-    def _leave_untried(self, queue) -> None:
-        """Leave the rest unexamined: one entry for the whole tail, expanded (with reasons from
-        their shape and standing) only if this walk turns out to be the last one."""
-        self.blocked.append((None, list(queue.remaining_groups())))
 
     def _consider(self, workload: PendingWorkload) -> bool:
         """Start ``workload`` (possibly by preempting) or record why it waits; True if it started."""
@@ -460,12 +298,7 @@ class _Pass(Preempting, Explaining):
             return True
         protected = None
         if self._may_preempt(workload):
-            started = time.perf_counter()  # timed inline: this runs for every preemption attempt
-            try:
-                done, protected = self._preempt(workload, shape, backfill)
-            finally:
-                timings = self.timings
-                timings["preempt"] = timings.get("preempt", 0.0) + time.perf_counter() - started
+            done, protected = self._timed("preempt", lambda: self._preempt(workload, shape, backfill))
             if done:
                 return True
         if self.reservation is None and self.config.reservation and self._may_preempt_or_fifo(workload):
@@ -480,7 +313,7 @@ class _Pass(Preempting, Explaining):
     def _feasible(self, shape: Shape) -> bool:
         known = self.feasible.get(shape)
         if known is None:
-            known = self.feasible[shape] = _fits_inventory(shape, self.sizes)
+            known = self.feasible[shape] = fits_inventory(shape, self.sizes)
         return known
 
     def _limit_reached(self, workload: PendingWorkload) -> str | None:
@@ -560,65 +393,3 @@ class _Pass(Preempting, Explaining):
         for path in self.tree.ancestors.get(workload.allocation, ()):
             if path in self.used:
                 self.used[path] += workload.gpus
-
-
-def _node_facts(nodes: tuple, session: PlanningSession) -> tuple:
-    """(healthy nodes, name -> GPUs of each healthy node, GPU type -> node size -> healthy nodes,
-    name -> GPU type): read-only, built once per nodes tuple in a session (a caller that plans one
-    cluster many times, the simulator or start options, passes the same tuple until a node changes)."""
-    if not isinstance(nodes, tuple):
-        return _read_nodes(nodes)
-    return session.node_facts.get(nodes, lambda: _read_nodes(nodes))
-
-
-def _read_nodes(nodes) -> tuple:  # noqa: ANN001 - a sequence of ClusterNodeSpec
-    healthy = [node for node in nodes if node.healthy]
-    sizes: dict[str, dict[int, int]] = {}
-    for node in healthy:
-        by_size = sizes.setdefault(node.gpu_type, {})
-        by_size[node.gpus] = by_size.get(node.gpus, 0) + 1
-    return (
-        healthy,
-        {node.name: node.gpus for node in healthy},
-        sizes,
-        {node.name: node.gpu_type for node in nodes},
-    )
-
-
-def _without(queue: list[PendingWorkload], started: list[PendingWorkload]) -> list[PendingWorkload]:
-    """A copy of ``queue`` (in (submitted_at, id) order) less ``started``, found by bisection so the
-    rest of the queue is not read; started workloads that are not in it (requeued victims) are skipped."""
-    kept = list(queue)
-    for workload in started:
-        at = bisect_left(kept, _SUBMIT_ORDER(workload), key=_SUBMIT_ORDER)
-        if at < len(kept) and kept[at] is workload:
-            del kept[at]
-    return kept
-
-
-def _fits_inventory(shape: Shape, sizes: dict[str, dict[int, int]]) -> bool:
-    """Could ``shape`` ever fit the healthy nodes (all of them free)? ``sizes``: type -> size -> count."""
-    gpus, per_node, gpu_type = shape
-    if gpus <= 0:
-        return False
-    found = [
-        (size, count)
-        for kind, by_size in sizes.items()
-        if gpu_type in (None, kind)
-        for size, count in by_size.items()
-    ]
-    if per_node is not None and per_node < gpus:
-        return (
-            gpus % per_node == 0
-            and sum(count for size, count in found if size >= per_node) >= gpus // per_node
-        )
-    if any(size >= gpus for size, _ in found):
-        return True
-    if per_node is not None:
-        return False
-    return any(
-        size and gpus % size == 0 and count >= gpus // size
-        for kind, by_size in sizes.items()
-        if gpu_type in (None, kind)
-        for size, count in by_size.items()
-    )

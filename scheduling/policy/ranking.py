@@ -104,7 +104,7 @@ class FairTree:
     def _charge_usage(
         self, subtree: dict[AllocationPath, float], usage: Mapping[AllocationPath, float]
     ) -> None:
-        """``charge(path, None, amount)`` for each entry, in order (inlined: a pass charges every
+        """``charge(path, None, amount)`` for each entry, in order (the bulk form of ``charge``: a pass charges every
         allocation's usage), summed by slot as ``_charge_running`` sums. A path the tree lacks is
         charged to the root only."""
         totals, slots = list(subtree.values()), self._shape.slots
@@ -179,7 +179,7 @@ class FairTree:
         projected_charge_s: float,
         ordered: Callable[[Sequence[RunningWorkload]], bool],
     ) -> None:
-        # ``charge`` inlined (a pass charges every running workload): the same additions, in order,
+        # The bulk form of ``charge`` (a pass charges every running workload): the same additions, in order,
         # to each node along each path's ancestors, then the root. Each node's sum is kept in a list
         # at the node's slot meanwhile (the shape's order of the nodes, that of ``subtree``), the
         # root's in a local (no ancestor chain holds the root), and written back at the end: a

@@ -199,21 +199,7 @@ class ReleaseProfile:
         if not 0 <= left <= size:
             times = self.time_for[name] = _times_per_count(size, left, events, now)
             return times
-        # _times_per_count, inlined: each release fills the counts it reaches at once (the
-        # count g is free when the release that brings the total to g or more happens)
-        times = [now] * (size + 1)
-        available = left
-        for end, gpus in events:
-            if available >= size:
-                break
-            reached = available + gpus
-            if reached > available:
-                if reached > size:
-                    reached = size
-                times[available + 1 : reached + 1] = [end if end >= now else now] * (reached - available)
-                available = reached
-        if available < size:  # nothing more is released: never
-            times[available + 1 :] = [INFINITE] * (size - available)
+        times = _fill_times(size, left, events, now)
         self.time_for[name] = times
         return times
 
@@ -339,6 +325,24 @@ class ReleaseProfile:
         if len(everything) < count:
             return INFINITE, ()
         return everything[count - 1][0], tuple(sorted(name for _, name in everything[:count]))
+
+
+def _fill_times(size: int, free: int, events: list[tuple[float, int]], now: float) -> list[float]:
+    """``_times_per_count`` for ``0 <= free <= size``, one release at a time: each release fills
+    the counts it reaches at once (the count g is free when the release that brings the total to
+    g or more happens); counts no release reaches are never free."""
+    times = [now] * (size + 1)
+    available = free
+    for end, gpus in events:
+        if available >= size:
+            break
+        reached = min(available + gpus, size)
+        if reached > available:
+            times[available + 1 : reached + 1] = [end if end >= now else now] * (reached - available)
+            available = reached
+    if available < size:
+        times[available + 1 :] = [INFINITE] * (size - available)
+    return times
 
 
 def _times_per_count(size: int, free: int, events: list[tuple[float, int]], now: float) -> list[float]:

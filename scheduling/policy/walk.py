@@ -14,10 +14,12 @@ cheap. When nothing is recorded, the walk does not even take such workloads one 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from scheduling.policy.queues import SUBMIT_ORDER
 from scheduling.policy.rules import INFINITE, cannot_delay
 from scheduling.policy.types import AllocationPath, PendingWorkload
 
@@ -194,3 +196,41 @@ class FastSkip:
         for _ in range(hits):
             items.popleft()
         return hits + 1, (items.popleft(), found)
+
+
+def still_pending(
+    groups: dict[tuple[AllocationPath, str], list[PendingWorkload]],
+    started_groups: dict[tuple[AllocationPath, str], list[PendingWorkload]],
+    requeued: Iterable[PendingWorkload],
+    started: set[int],
+) -> dict[tuple[AllocationPath, str], list[PendingWorkload]]:
+    """What a settling walk walks: the snapshot's ``groups`` (none empty) less what started from
+    each (``started_groups``), plus the ``requeued`` victims that did not restart, each group in
+    (submitted_at, id) order. The snapshot's own lists are never changed."""
+    groups = {key: queue for key, queue in groups.items() if queue}
+    for key, started_here in started_groups.items():
+        queue = groups.get(key)
+        if queue is None:  # only requeued victims started from it
+            continue
+        kept = _without(queue, started_here)
+        if kept:
+            groups[key] = kept
+        else:
+            del groups[key]
+    for workload in requeued:
+        if workload.id not in started:
+            key = (workload.allocation, workload.user)
+            queue = groups[key] = [*groups.get(key, ()), workload]  # a copy: never the snapshot's
+            queue.sort(key=SUBMIT_ORDER)
+    return groups
+
+
+def _without(queue: list[PendingWorkload], started: list[PendingWorkload]) -> list[PendingWorkload]:
+    """A copy of ``queue`` (in (submitted_at, id) order) less ``started``, found by bisection so the
+    rest of the queue is not read; started workloads that are not in it (requeued victims) are skipped."""
+    kept = list(queue)
+    for workload in started:
+        at = bisect_left(kept, SUBMIT_ORDER(workload), key=SUBMIT_ORDER)
+        if at < len(kept) and kept[at] is workload:
+            del kept[at]
+    return kept
