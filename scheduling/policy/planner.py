@@ -35,6 +35,7 @@ from scheduling.policy.queues import (
     submit_key,
 )
 from scheduling.policy.ranking import FairTree
+from scheduling.policy.replay import as_running
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
 from scheduling.policy.rules import may_backfill
 from scheduling.policy.session import PlanningSession
@@ -359,24 +360,7 @@ class _Pass(Shortcuts, Preempting, Explaining):
         funded = self._funded(workload)
         protected_until = rules.protected_until(workload, funded, self.now, self.config)
         self.starts.append(Start(workload.id, placement, protected_until, funded))
-        runtime = workload.max_runtime_s
-        self._occupy_new(
-            RunningWorkload(
-                id=workload.id,
-                allocation=workload.allocation,
-                user=workload.user,
-                gpus=workload.gpus,
-                placement=placement,
-                started_at=self.now,
-                protected_until=protected_until,
-                resumable=workload.resumable,
-                funded=funded,
-                workload_class=workload.workload_class,
-                expected_end=None if runtime is None else self.now + runtime,
-                submitted_at=workload.submitted_at,
-                priority=workload.priority,
-            )
-        )
+        self._occupy_new(as_running(workload, placement, protected_until, funded, self.now))
         if self.charge_s:
             self.tree.charge(workload.allocation, workload.user, workload.gpus * self.charge_s)
 
