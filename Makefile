@@ -15,17 +15,15 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || { echo "Creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
 	@echo "==> Installing the project and its test dependencies into $(VENV) (1-3 min on a fresh machine; pip lists each package)"
 	@$(BIN)/python -m pip install --quiet --upgrade pip
-	@$(BIN)/python -m pip install --progress-bar off -e '.[test,compiled]' | grep -E --line-buffered '^(Collecting|Installing|Successfully)' || true
-	@$(BIN)/python -c 'import django, celery, plotly' || { echo "make: the install failed; run: $(BIN)/python -m pip install -e '.[test,compiled]'"; exit 1; }
+	@$(BIN)/python -m pip install --progress-bar off -e '.[test]' | grep -E --line-buffered '^(Collecting|Installing|Successfully)' || true
+	@$(BIN)/python -c 'import django, celery, plotly' || { echo "make: the install failed; run: $(BIN)/python -m pip install -e '.[test]'"; exit 1; }
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 
-## make install: the venv, the project, and the compiled pass (only modules whose source changed)
+## make install: the venv and the project with its test dependencies
 install: $(STAMP)
-	@$(BIN)/python -m scheduling.compile || echo "make: the scheduler runs as plain Python (same decisions, slower)"
 
 ## make demo: migrate the embedded SQLite database, load the demo organisation, serve on :8000.
-## It does not wait for the compiled pass: scripts/demo.sh builds it in the background once serving.
 demo: $(STAMP)
 	@bash scripts/demo.sh
 
@@ -45,10 +43,9 @@ format: install
 browsers:
 	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-## the compiler and headers `python -m scheduling.compile` needs, docker-compose for the deploy tests
+## docker-compose for the deploy tests
 system-deps: browsers
 	@command -v docker-compose >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; }
-	@{ command -v gcc >/dev/null && test -f /usr/include/python3.11/Python.h; } || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc python3.11-dev >/dev/null; }
 
 ## make slurm-up / slurm-down: the real Slurm test cluster (4 nodes x 8 GPUs; root; see docs/backends.md)
 slurm-up:

@@ -8,8 +8,6 @@
   times the jobs per day. Target: ``wall_s`` <= 10 x the month's.
 
 Wall times are medians of ``--repeat`` runs (the machine is shared; one run is noisy).
-``compiled_modules`` says how many of the pass's and the engine's modules ran compiled
-(``make install`` compiles them; ``SCHEDULING_PURE_PYTHON=1`` measures plain Python).
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ import sys
 import time
 from dataclasses import replace
 
-from scheduling import compiled
 from scheduling.simulator import run_simulation
 from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario
 
@@ -110,8 +107,6 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     month = measure(MONTH, options.repeat, options.policy, options.limit_s)
     result: dict[str, object] = {"month_1000": month, "month_target_s": MONTH_TARGET_S}
-    # which of the pass's and engine's modules ran compiled (python -m scheduling.compile)
-    result["compiled_modules"] = f"{len(compiled.active())} of {len(compiled.MODULES)}"
     result["month_within_target"] = month["wall_s"] <= MONTH_TARGET_S
     if not options.skip_tenfold:
         tenfold = measure(TENFOLD, options.repeat, options.policy, options.limit_s)

@@ -21,6 +21,7 @@ from budgets.models import Allocation, BudgetNode
 from portal.metrics import fair_share_ratio
 from scheduling.accounting import usage_in_window
 from scheduling.models import Cluster, Decision, Run, SchedulingPass, Workload, WorkloadClass, WorkloadState
+from scheduling.policy.session import PlanningSession
 
 if TYPE_CHECKING:
     from scheduling.policy import Plan, PolicyConfig, Snapshot
@@ -314,16 +315,16 @@ def _start_options(
 
     if latest_pass is None:
         (snapshot, config), read_at = options_snapshot(cluster=workload.cluster, now=now), now
-        as_planned = None
+        as_planned, session = None, None
     else:
         shared = options_snapshot_for_pass(workload=workload, latest_pass=latest_pass, now=now)
         snapshot, config, read_at = shared.snapshot, shared.config, shared.read_at
         if shared.as_planned is None and shared.uses:
-            shared.as_planned = plan(snapshot, read_at.timestamp(), config)
+            shared.as_planned = plan(snapshot, read_at.timestamp(), config, session=shared.session)
         shared.uses += 1
-        as_planned = shared.as_planned
+        as_planned, session = shared.as_planned, shared.session
     as_it_is, options = decide_start_options(
-        snapshot, workload.pk, read_at.timestamp(), config, as_planned=as_planned
+        snapshot, workload.pk, read_at.timestamp(), config, as_planned=as_planned, session=session
     )
     if as_it_is is not None and as_it_is.starts_now:
         return [StartOption(AS_IT_IS, True, None, "would start in the next pass")]
@@ -380,6 +381,8 @@ class PassSnapshot:
     read_at: datetime
     uses: int = 0  # workloads planned on it so far
     as_planned: Plan | None = None  # plan(snapshot) with every reason, once a second workload needs it
+    # carried by every plan of this snapshot (its running work, nodes and tree are the same objects)
+    session: PlanningSession = field(default_factory=PlanningSession)
 
 
 _pass_snapshots: dict[int, PassSnapshot] = {}  # cluster id -> the latest one only

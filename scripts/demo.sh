@@ -6,9 +6,6 @@
 # replays, and notifications by e-mail on the console backend (DEBUG). Ctrl-C stops all of them.
 # DEMO_HISTORY=0 skips backfilling 30 days of history into the rollups (15-25 s the first time on a busy 2-core machine,
 # 2 s after: manage.py load_demo_history only fills hours before the first one it has).
-# The compiled pass (python -m scheduling.compile, minutes on a fresh 2-core machine) is built in the
-# background once the portal serves; until it is ready the scheduler runs as plain Python (the same
-# decisions, slower), and then the worker is restarted to load it. DEMO_COMPILE=0 skips it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBUG="${DEBUG:-true}"
@@ -38,7 +35,6 @@ stop() {
   trap - INT TERM EXIT
   echo
   echo "==> Stopping the portal, the worker, beat and the traffic generator"
-  if [ -n "${compile_pid:-}" ]; then kill -TERM "$compile_pid" 2>/dev/null || true; fi
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 }
@@ -60,39 +56,4 @@ pids+=($!)
 echo "==> Serving the portal at http://127.0.0.1:${PORT:-8000}  (Ctrl-C stops everything)"
 $PY manage.py runserver --noreload "127.0.0.1:${PORT:-8000}" &
 pids+=($!)
-worker_index=0
-
-# The compiled pass, off the critical path: nice'd, in the background, logged; see scheduling/compile.py.
-compile_pid=
-if [ "${DEMO_COMPILE:-1}" != "0" ] && [ -z "${SCHEDULING_PURE_PYTHON:-}" ]; then
-  if $PY -m scheduling.compile --check >/dev/null 2>&1; then
-    echo "==> The scheduler runs compiled (the compiled pass is current)"
-  else
-    echo "==> The scheduler runs as plain Python for now; building the compiled pass in the background"
-    echo "    (several minutes on 2 cores; progress in $VAR/log/compile.log; DEMO_COMPILE=0 skips it)"
-    nice -n 10 $PY -m scheduling.compile >"$VAR/log/compile.log" 2>&1 &
-    compile_pid=$!
-  fi
-fi
-while true; do
-  if [ -n "$compile_pid" ]; then
-    wait -n "${pids[@]}" "$compile_pid" || true
-    if ! kill -0 "$compile_pid" 2>/dev/null; then
-      if wait "$compile_pid"; then
-        echo "==> The compiled pass is ready: restarting the worker so the scheduling passes run compiled"
-        kill -TERM "${pids[$worker_index]}" 2>/dev/null || true
-        wait "${pids[$worker_index]}" 2>/dev/null || true
-        $CELERY -A portal worker --pool solo --loglevel INFO --without-gossip --without-mingle \
-          >>"$VAR/log/worker.log" 2>&1 &
-        pids[$worker_index]=$!
-      else
-        echo "==> The compiled pass was not built (see $VAR/log/compile.log): the scheduler stays plain Python"
-      fi
-      compile_pid=
-      continue
-    fi
-  else
-    wait -n "${pids[@]}" || true
-  fi
-  break
-done
+wait -n "${pids[@]}" || true

@@ -62,25 +62,3 @@ def test_demo_history_zero_skips_the_backfill(tmp_path):
         days=1
     )
 
-
-def test_the_demo_serves_before_the_compiled_pass_and_builds_it_in_the_background(tmp_path):
-    """A fresh machine has no compiled pass: the demo must not wait minutes for Cython to serve."""
-    environment = {key: value for key, value in os.environ.items() if key != "SCHEDULING_PURE_PYTHON"}
-    environment |= {"VAR_DIR": str(tmp_path), "PORT": str(free_port()), "SECRET_KEY": "x",
-                    "DEMO_HISTORY": "0", "SCHEDULING_COMPILED_DIR": str(tmp_path / "compiled")}  # fmt: skip
-    log = tmp_path / "demo.out"
-    started = time.monotonic()
-    with log.open("w") as out:
-        demo = subprocess.Popen(["bash", "scripts/demo.sh"], cwd=ROOT, env=environment, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    try:
-        while "runs as plain Python for now" not in log.read_text() and demo.poll() is None:
-            if time.monotonic() - started > STARTUP_LIMIT_S:
-                pytest.fail(f"the demo did not serve within {STARTUP_LIMIT_S} s:\n{log.read_text()}")
-            time.sleep(0.2)
-        output = log.read_text()
-    finally:
-        os.killpg(demo.pid, signal.SIGTERM)
-        demo.wait(timeout=30)
-    assert output.index("Serving the portal") < output.index("building the compiled pass in the background")
-    assert "compile.log" in output

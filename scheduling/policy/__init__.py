@@ -6,6 +6,7 @@ what-if previews all call :func:`plan`, so a simulation is the real scheduler on
 
 from scheduling.policy.options import StartOption, start_options
 from scheduling.policy.planner import plan
+from scheduling.policy.session import PlanningSession
 from scheduling.policy.types import (
     BudgetNodeSpec,
     ClusterNodeSpec,
@@ -27,6 +28,7 @@ __all__ = [
     "ClusterNodeSpec",
     "PendingReason",
     "PendingWorkload",
+    "PlanningSession",
     "Plan",
     "PolicyConfig",
     "Preemption",

@@ -89,15 +89,14 @@ class Explaining:
         if not items:
             return
         keys = list(map(_KEY, items))
-        tags = list(map(id, keys))
         resolved, base = self.resolved, len(explained)
-        at, find = -1, tags.index
-        for tag in dict.fromkeys(tags):  # distinct keys, in order of first appearance
-            at = find(tag, at + 1)
-            if tag not in resolved:
-                resolved[tag] = self._resolved(keys[at], base + at + 1)
+        at, find = -1, keys.index
+        for key in dict.fromkeys(keys):  # distinct keys, in order of first appearance
+            at = find(key, at + 1)
+            if key not in resolved:
+                resolved[key] = self._resolved(key, base + at + 1)
         explained.extend(map(_WORKLOAD, items))
-        outcomes.extend(map(resolved.__getitem__, tags))
+        outcomes.extend(map(resolved.__getitem__, keys))
 
     def _explain_untried(self, allocation: str, items, explained: list, outcomes: list) -> None:
         """An untried queue of ``allocation``: the outcome of each workload's shape in its
@@ -122,7 +121,7 @@ class Explaining:
 
     def _start_explaining(self) -> None:
         self.first_seen: dict[str, int] = {}
-        self.resolved: dict[int, reasons.Outcome] = {}  # by id(key): equal keys are one object
+        self.resolved: dict[tuple, reasons.Outcome] = {}  # outcome key -> its outcome, once resolved
         self.capacity_by_shape: dict[str, dict[Shape, reasons.Outcome]] = {}  # untried work's
         # (allocation, user) queues that may hold a requeued victim (ids are unique across running
         # and pending work, so no other queue holds one): only these are filtered
@@ -205,12 +204,10 @@ class Explaining:
             if before >= last:
                 return
             if keys is not None:
-                tags = list(map(id, keys[: last - before]))
-                at, find = -1, tags.index
-                for tag in dict.fromkeys(tags):  # distinct keys, in order of first appearance
-                    at = find(tag, at + 1)
-                    if keys[at][0] == "check_protected":
-                        self._protected_until(keys[at][1:6])
+                walked = keys[: last - before]
+                for key in dict.fromkeys(walked):  # distinct keys, in order of first appearance
+                    if key[0] == "check_protected":
+                        self._protected_until(key[1:6])
             before += len(workloads)
 
     def _untried_key(self, allocation: str, workload: PendingWorkload) -> tuple:
@@ -234,11 +231,10 @@ class Explaining:
         before = 0
         for segment_allocation, workloads, keys in segments:
             if keys is not None:
-                tags = list(map(id, keys))
-                at, find = -1, tags.index
-                for tag in dict.fromkeys(tags):  # distinct keys, in order of first appearance
-                    at = find(tag, at + 1)
-                    if self._queued_allocation(keys[at]) == allocation:
+                at, find = -1, keys.index
+                for key in dict.fromkeys(keys):  # distinct keys, in order of first appearance
+                    at = find(key, at + 1)
+                    if self._queued_allocation(key) == allocation:
                         return before + at + 1
             elif segment_allocation == allocation:
                 for at, workload in enumerate(workloads):
@@ -249,10 +245,9 @@ class Explaining:
 
     def _resolved(self, key: tuple, position: int) -> reasons.Outcome:
         """``key``'s outcome, resolved once per pass (equal keys are one object, see ``_wait``)."""
-        key = self.keys.setdefault(key, key)
-        outcome = self.resolved.get(id(key))
+        outcome = self.resolved.get(key)
         if outcome is None:
-            outcome = self.resolved[id(key)] = self._resolve(key, position)
+            outcome = self.resolved[key] = self._resolve(key, position)
         return outcome
 
     def _resolve(self, key: tuple, position: int) -> reasons.Outcome:
@@ -367,6 +362,7 @@ class Explaining:
                 self.release_keys,
                 self.touched,
                 source=nodes,
+                session=self.session,
             )
         elif self.touched:
             self.profile.refresh(self.touched, {**self.index.free, **self.reserved.free}, self.occupants)

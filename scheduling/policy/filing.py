@@ -4,19 +4,19 @@ A pass files every running workload: onto its nodes (occupants, free GPUs, the `
 into preemption candidates per (allocation, funded) with the least work lost first, and into the
 GPUs used under concurrency limits. A caller that plans one cluster over and over (the simulator,
 ~50,000 passes a month) passes the same frozen ``RunningWorkload`` objects from pass to pass, in
-start order, give or take the few that started or ended since. ``carried`` keeps what the last
-pass filed, as it was *before that pass changed any of it*, files only the difference and hands
+start order, give or take the few that started or ended since. A planning session's
+``FilingCarry`` keeps what the last pass filed, as it was *before that pass changed any of it*, files only the difference and hands
 the pass copies, which it changes freely (starts, evictions, reservations); each node's list of
 occupants is handed as it is, and the pass replaces a node's list rather than change it, and so
 is the index of what was free before the pass, which the pass only reads.
 
 Exactly what filing afresh gives, not an approximation:
 
-- Workloads are told apart by identity. The running tuple is matched against the last one in
+- Workloads are told apart by identity (and each workload id may be there once). The running tuple is matched against the last one in
   order: what is not matched is taken off, and what follows the last match is filed at the end,
   so every node's occupants (and work of equal keys among the candidates) stay in the tuple's
   order, however it changed. A large change
-  (a live pass reads new objects every time) or a workload there twice is None: the caller files
+  (a live pass reads new objects every time) or a workload id there twice is None: the caller files
   afresh, and the carry starts again from those objects.
 - Free GPUs: afresh, each node's size less each placement in turn, clamped at 0; with whole,
   non-negative GPU counts (else not carried) that is ``max(0, size - GPUs placed)``.
@@ -32,13 +32,13 @@ Exactly what filing afresh gives, not an approximation:
 from __future__ import annotations
 
 import math
-import threading
 from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Iterable
 from itertools import repeat
 from operator import attrgetter, is_, is_not, length_hint
 
+from scheduling.policy.node_keys import KeptNeeds, ReleaseKeys
 from scheduling.policy.placement import FreeIndex
 from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
 
@@ -61,124 +61,22 @@ _BY_ID = attrgetter("id")
 _ALLOCATION = attrgetter("allocation")
 _DROPPED_KEPT = 4096  # nodes logged by ReleaseKeys.drop before the log starts anew
 _FOUND_WITHIN = 8  # a carried tuple starts with one of the last one's first few workloads
-_LOCAL = threading.local()  # one carry per thread: a pass changes nothing another thread reads
-
-
-def carried(
-    running: tuple[RunningWorkload, ...],
-    nodes: tuple[ClusterNodeSpec, ...],
-    healthy: list[ClusterNodeSpec],
-    capacity: dict[str, int],
-    ancestors: dict[str, tuple[str, ...]],
-    limit: dict[str, int],
-    now: float,
-) -> Filed | None:
-    """(occupants, candidates, used, index, start index, release keys, kept node needs, False) for
-    ``running`` on ``nodes`` (whose healthy nodes and their sizes are given), as filing afresh
-    gives them: copies the pass may change, but for each node's occupant list (replaced, never
-    changed in place), the release keys and the kept node needs (shared, see reservation.py and
-    preempting.py) and the start index, which the pass only reads (the carry's own: nothing changes
-    it before the next pass is filed). None when they cannot be carried over: the caller files
-    afresh."""
-    carry = getattr(_LOCAL, "carry", None)
-    if carry is None:
-        carry = _LOCAL.carry = _Carry()
-    return carry.filed(running, nodes, healthy, capacity, ancestors, limit, now)
-
-
-class ReleaseKeys(dict[str, "tuple[float, float] | None"]):
-    """node -> what ``reservation.ReleaseProfile`` worked out from its occupants alone (see
-    there), kept while those occupants stay. ``drop`` forgets a node's key and logs the node in
-    ``dropped``: an order kept by these keys (``reservation._Ranks``) looks again only at the nodes
-    logged since it last looked. ``clear`` (or a log grown long) starts a new log, counted by
-    ``epoch``: an order that read an older one looks at every node again."""
-
-    __slots__ = ("dropped", "epoch")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.dropped: list[str] = []
-        self.epoch = 0
-
-    def drop(self, name: str) -> None:
-        self.pop(name, None)
-        self.dropped.append(name)
-
-    def clear(self) -> None:
-        super().clear()
-        self.restart()
-
-    def restart(self) -> None:
-        """Start a new log (the keys stay)."""
-        self.dropped = []
-        self.epoch += 1
-
-
-class KeptNeeds:
-    """What ``preempting.Preempting._node_needs`` worked out for a node from its occupants alone, as
-    the base holds them: filled by the passes for nodes they did not change, emptied here for a
-    node whenever its occupants change (shared by the passes, like the release keys).
-
-    ``settled``: node -> the funded allocations to preempt to clear it, for nodes whose work all
-    started before the pass that worked it out and none of it protected then: that holds at every
-    later ``now`` (a base never goes back in time). ``blocked``: node -> until when protected work
-    keeps it from being cleared (worked out again from then on). Both for ``shielding`` only."""
-
-    __slots__ = ("blocked", "settled", "shielding")
-
-    def __init__(self) -> None:
-        self.settled: dict[str, frozenset] = {}
-        self.blocked: dict[str, float] = {}
-        self.shielding: bool | None = None
-
-    def forget(self, name: str) -> None:
-        self.settled.pop(name, None)
-        self.blocked.pop(name, None)
-
-
-def running_allocations(running: tuple[RunningWorkload, ...]) -> Iterable[str]:
-    """The allocations of ``running``'s workloads, each once. For a tuple, from this thread's
-    carry: the last tuple's, changed by what is gone and what was added since, a change
-    ``carried`` then files instead of working it out again (a pass asks in ``_rank``)."""
-    if type(running) is not tuple:
-        return set(map(_ALLOCATION, running))
-    carry = getattr(_LOCAL, "carry", None)
-    if carry is None:
-        carry = _LOCAL.carry = _Carry()
-    return carry.allocations(running)
-
-
-def forget() -> None:
-    """Drop this thread's carry (the next pass files afresh); for tests and comparisons."""
-    _LOCAL.carry = None
 
 
 def in_start_order(running: tuple[RunningWorkload, ...] | list[RunningWorkload]) -> bool:
-    """Whether ``running`` lies in start order (``started_at`` never falls) with finite start
-    times. For the tuple this thread's carry last filed that is kept from pass to pass (a pass's
-    fair-share charge asks after its ``_index`` filed it): a tuple changed by taking workloads off
-    and adding some at its end stays in order when what was added is, after what was kept."""
-    carry = getattr(_LOCAL, "carry", None)
-    if carry is None or carry.running is not running:
-        return _in_start_order(running)
-    if carry.ordered is None:
-        carry.ordered = _in_start_order(running)
-    return carry.ordered
-
-
-def _in_start_order(running: tuple[RunningWorkload, ...] | list[RunningWorkload]) -> bool:
+    """Whether ``running`` lies in start order with finite start times, worked out in full."""
     starts = [workload.started_at for workload in running]
     total = sum(starts)
     return total - total == 0.0 and starts == sorted(starts)  # (a NaN or an infinity: not in order)
 
 
-class _Carry:
-    """The last running tuple, its members by identity and, once a second pass shared them,
-    what was filed from them."""
+class FilingCarry:
+    """The last running tuple, its members by workload id and, once a second pass shared them,
+    what was filed from them. A planning session owns one (session.py)."""
 
     def __init__(self) -> None:
         self.running: tuple[RunningWorkload, ...] = ()
-        self.members: dict[int, RunningWorkload] | None = None  # None: not worked out yet
+        self.members: dict[int, RunningWorkload] | None = None  # by workload id; None: not worked out yet
         self.base: _Base | None = None
         self.shape: tuple[dict, dict] | None = None  # the last pass's (ancestors, limits), see filed
         self.ordered: bool | None = None  # ``running`` in start order (None: not worked out yet)
@@ -186,10 +84,12 @@ class _Carry:
         # (tuple, its change since ``running``, its counts): worked out ahead by ``allocations``
         self.early: tuple[tuple, tuple | None, dict[str, int]] | None = None
 
-    def allocations(self, running: tuple) -> Iterable[str]:
+    def allocations(self, running: tuple[RunningWorkload, ...]) -> Iterable[str]:
         """The allocations of ``running``'s workloads, each once: the last tuple's, changed by
         what is gone and what was added since. That change is kept for ``filed`` (a pass asks in
         ``_rank``, then files the same tuple in ``_index``)."""
+        if type(running) is not tuple:
+            return set(map(_ALLOCATION, running))
         early = self.early
         if early is not None:
             if early[0] is running:
@@ -214,6 +114,17 @@ class _Carry:
                 counts[allocation] = counts.get(allocation, 0) + 1
         self.early = (running, change, counts)
         return counts.keys()
+
+    def in_start_order(self, running: tuple[RunningWorkload, ...] | list[RunningWorkload]) -> bool:
+        """Whether ``running`` lies in start order (``started_at`` never falls) with finite start
+        times. Kept from pass to pass for the tuple this carry last filed (a pass's fair-share
+        charge asks after its ``_index`` filed it): a tuple changed by taking workloads off and
+        adding some at its end stays in order when what was added is, after what was kept."""
+        if self.running is not running:
+            return in_start_order(running)
+        if self.ordered is None:
+            self.ordered = in_start_order(running)
+        return self.ordered
 
     def filed(
         self,
@@ -302,16 +213,16 @@ class _Carry:
             return None
         members = self.members
         if members is None:
-            members = dict(zip(map(id, last), last, strict=True))
+            members = dict(zip(map(_BY_ID, last), last, strict=True))
             if len(members) != len(last):
                 return None
         for workload in gone:
-            del members[id(workload)]
-        new = set(map(id, added))
+            del members[workload.id]
+        new = set(map(_BY_ID, added))
         if len(new) != len(added) or not members.keys().isdisjoint(new):
             self.members = None
             return None
-        members.update(zip(map(id, added), added, strict=True))
+        members.update(zip(map(_BY_ID, added), added, strict=True))
         self.members = members
         return gone, added
 
@@ -361,10 +272,9 @@ class _Base:
             if type(placed) is not int or placed < 0:
                 return False
         occupants, load, index, keys = self.occupants, self.load, self.index, self.release_keys
-        free, kept, dropped = index.free, self.kept_needs, keys.dropped
+        free, kept = index.free, self.kept_needs
         for name, placed in workload.placement:
-            keys.pop(name, None)  # keys.drop(name), inlined
-            dropped.append(name)
+            keys.drop(name)
             kept.forget(name)
             here = occupants.get(name)
             if here is None:
@@ -383,10 +293,9 @@ class _Base:
 
     def remove(self, workload: RunningWorkload) -> None:
         occupants, load, index, keys = self.occupants, self.load, self.index, self.release_keys
-        free, kept, dropped = index.free, self.kept_needs, keys.dropped
+        free, kept = index.free, self.kept_needs
         for name, placed in workload.placement:
-            keys.pop(name, None)  # keys.drop(name), inlined
-            dropped.append(name)
+            keys.drop(name)
             kept.forget(name)
             here = occupants[name]
             drop_identical(here, workload)

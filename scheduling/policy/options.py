@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from scheduling.policy import planner
 from scheduling.policy.queues import Grouped, group_pending, swap_grouped
 from scheduling.policy.reasons import gpus_phrase
+from scheduling.policy.session import PlanningSession
 from scheduling.policy.types import (
     PendingWorkload,
     Plan,
@@ -59,6 +60,7 @@ def decide_start_options(
     config: PolicyConfig,
     *,
     as_planned: Plan | None = None,
+    session: PlanningSession | None = None,
 ) -> tuple[StartOption | None, tuple[StartOption, ...]]:
     """(the workload as it is, the options that start it sooner), from one planning per variant.
 
@@ -66,23 +68,26 @@ def decide_start_options(
     when it is not in the snapshot's queue or is held; the options are empty when it is None or
     starts now (as :func:`start_options`). ``as_planned``: ``plan(snapshot, now, config)`` with
     every reason, when the caller has it (one plan serves every workload of a snapshot): the
-    workload as it is is then read from it instead of planned again."""
+    workload as it is is then read from it instead of planned again. ``session``: the caller's
+    planning session for this snapshot (None: one for these variants alone); every variant shares
+    the snapshot's running work, nodes and tree, so each re-plan after the first files nothing anew."""
     workload = next((w for w in snapshot.pending if w.id == workload_id), None)
     if workload is None or workload.held:
         return None, ()
+    session = session or PlanningSession()
     # Read the queue once; each variant swaps its one workload into copies of these.
     shared = (
         group_pending(snapshot.pending),
         [at for at, w in enumerate(snapshot.pending) if w.id == workload_id],
     )
     if as_planned is None:
-        baseline = _decide(snapshot, shared, workload, AS_IT_IS, {}, now, config)
+        baseline = _decide(snapshot, shared, workload, AS_IT_IS, {}, now, config, session)
     else:
         baseline = _option(AS_IT_IS, {}, workload_id, as_planned)
     if baseline.starts_now:
         return baseline, ()
     options = (
-        _decide(snapshot, shared, workload, label, changes, now, config)
+        _decide(snapshot, shared, workload, label, changes, now, config, session)
         for label, changes in _variants(snapshot, workload)
     )
     return baseline, tuple(option for option in options if _sooner(option, baseline))
@@ -113,6 +118,7 @@ def _decide(
     changes: dict,
     now: float,
     config: PolicyConfig,
+    session: PlanningSession,
 ) -> StartOption:
     """Re-plan with ``workload`` changed. ``shared``: the snapshot's grouped queue and the places
     of ``workload`` in ``snapshot.pending``."""
@@ -123,7 +129,7 @@ def _decide(
         pending[at] = variant
     variant_grouped = swap_grouped(grouped, workload, variant)
     result = _plan_until_started(
-        replace(snapshot, pending=tuple(pending)), now, config, variant_grouped, workload.id
+        replace(snapshot, pending=tuple(pending)), now, config, variant_grouped, workload.id, session
     )
     if result is None:
         return StartOption(label, changes, True, None, None)
@@ -147,15 +153,22 @@ class _UntilStarted(planner._Pass):
 
 
 def _plan_until_started(
-    snapshot: Snapshot, now: float, config: PolicyConfig, grouped: Grouped, watched: WorkloadId
+    snapshot: Snapshot,
+    now: float,
+    config: PolicyConfig,
+    grouped: Grouped,
+    watched: WorkloadId,
+    session: PlanningSession,
 ) -> Plan | None:
     """``plan_grouped(..., explain=frozenset({watched}))``, or None as soon as ``watched`` starts."""
     if not snapshot.backend_available:
-        return planner.plan_grouped(snapshot, now, config, grouped, explain=frozenset({watched}))
+        return planner.plan_grouped(
+            snapshot, now, config, grouped, session=session, explain=frozenset({watched})
+        )
     collecting = gc.isenabled()
     gc.disable()  # as plan_grouped: a pass allocates much and frees nothing
     try:
-        run = _UntilStarted(snapshot, now, config, grouped, frozenset({watched}))
+        run = _UntilStarted(snapshot, now, config, grouped, frozenset({watched}), session)
         run.watched = watched
         return run.run()
     except _Started:

@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import gc
 import time
-from bisect import bisect_left
-from collections import deque
-from collections.abc import Callable, Sequence
-from itertools import compress, repeat
-from operator import attrgetter, call, itemgetter
+from collections.abc import Callable
+from operator import attrgetter, itemgetter
 from types import MappingProxyType
 
-from scheduling.policy import reasons
+from scheduling.policy import reasons, rules
+from scheduling.policy.clearable import ClearableNodes
 from scheduling.policy.explaining import Explaining
-from scheduling.policy.filing import Filed, carried, running_allocations
-from scheduling.policy.memo import ByIdentity
+from scheduling.policy.inventory import file_afresh, fits_inventory, node_facts
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preempting import Preempting
 from scheduling.policy.queues import (
@@ -38,7 +35,11 @@ from scheduling.policy.queues import (
     submit_key,
 )
 from scheduling.policy.ranking import FairTree
+from scheduling.policy.replay import as_running
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
+from scheduling.policy.rules import may_backfill
+from scheduling.policy.session import PlanningSession
+from scheduling.policy.shortcuts import Shortcuts
 from scheduling.policy.types import (
     PendingWorkload,
     Placement,
@@ -50,42 +51,43 @@ from scheduling.policy.types import (
     Snapshot,
     Start,
 )
+from scheduling.policy.walk import Walk, still_pending
 
 _SUBMIT_ORDER = attrgetter("submitted_at", "id")
 _ALLOCATION = attrgetter("allocation")
 _FIRST = itemgetter(0)
 _SHAPE = attrgetter("gpus", "gpus_per_node", "gpu_type")
 _WALKS = 4  # a first walk and up to three settling walks
-_drain = deque(maxlen=0).extend  # runs a map to its end, keeping nothing
-_FITS_FREE, _FITS_RESERVED = 1, 2  # see _Pass._shape_fits
-
-
-class _ShapeFits(dict):
-    """shape -> ``where(shape)``, worked out the first time the shape is read (a dict, so a map
-    over many workloads of few shapes looks them up in C)."""
-
-    def __init__(self, where: Callable[[Shape], int]) -> None:
-        super().__init__()
-        self.where = where
-
-    def __missing__(self, shape: Shape) -> int:
-        fits = self[shape] = self.where(shape)
-        return fits
 
 
 Explain = bool | frozenset[int]
 
 
-def plan(snapshot: Snapshot, now: float, config: PolicyConfig, *, explain: Explain = True) -> Plan:
+def plan(
+    snapshot: Snapshot,
+    now: float,
+    config: PolicyConfig,
+    *,
+    session: PlanningSession | None = None,
+    explain: Explain = True,
+) -> Plan:
     """Decide starts, preemptions and reservations for one pass, and explain what stays pending.
 
+    ``session``: what the caller carries from pass to pass (session.py); None, nothing: the plan
+    is then a pure function of the arguments (with a session it is the same plan, made faster).
     ``explain``: True, a reason for every pending workload; False, none (``Plan.reasons`` is empty;
     the decisions are the same); a set of workload ids, only theirs, each exactly as True gives it."""
-    return plan_grouped(snapshot, now, config, None, explain=explain)
+    return plan_grouped(snapshot, now, config, None, session=session, explain=explain)
 
 
 def plan_grouped(
-    snapshot: Snapshot, now: float, config: PolicyConfig, grouped: Grouped | None, *, explain: Explain = True
+    snapshot: Snapshot,
+    now: float,
+    config: PolicyConfig,
+    grouped: Grouped | None,
+    *,
+    session: PlanningSession | None = None,
+    explain: Explain = True,
 ) -> Plan:
     """``plan``, given ``group_pending(snapshot.pending)`` already (None: group here). For callers
     that plan many variants of one snapshot (``options.start_options``) or keep the grouping from
@@ -97,7 +99,7 @@ def plan_grouped(
     collecting = gc.isenabled()
     gc.disable()  # a pass allocates ~2 objects per pending workload and frees none of them
     try:
-        return _Pass(snapshot, now, config, grouped, explain).run()
+        return _Pass(snapshot, now, config, grouped, explain, session).run()
     finally:
         if collecting:
             gc.enable()
@@ -115,7 +117,7 @@ def _backend_unavailable(snapshot: Snapshot, now: float, explain: Explain = True
     return Plan((), (), (), explained, MappingProxyType({}), MappingProxyType({}))
 
 
-class _Pass(Preempting, Explaining):
+class _Pass(Shortcuts, Preempting, Explaining):
     """The mutable state of one pass; ``run`` is the only entry."""
 
     def __init__(
@@ -125,8 +127,10 @@ class _Pass(Preempting, Explaining):
         config: PolicyConfig,
         grouped: Grouped | None,
         explain: Explain = True,
+        session: PlanningSession | None = None,
     ) -> None:
         self.snapshot, self.now, self.config = snapshot, now, config
+        self.session = session if session is not None else PlanningSession()  # None: a pure pass
         self.grouped = grouped
         self.explain = explain
         self.fairshare = config.ordering == "fairshare"
@@ -192,10 +196,13 @@ class _Pass(Preempting, Explaining):
         groups, self.held = self.grouped or group_pending(snapshot.pending)
         self.groups = groups
         allocations = set(map(_FIRST, groups))  # every allocation met, for those the tree lacks
-        allocations.update(running_allocations(snapshot.running), map(_ALLOCATION, self.held))
-        self.tree = FairTree(snapshot.tree, snapshot.usage, snapshot.user_usage, allocations)
+        carry = self.session.filing
+        allocations.update(carry.allocations(snapshot.running), map(_ALLOCATION, self.held))
+        self.tree = FairTree(
+            snapshot.tree, snapshot.usage, snapshot.user_usage, allocations, self.session.tree_shapes
+        )
         if self.fairshare:
-            self.tree.charge_running(snapshot.running, self.now, self.charge_s)
+            self.tree.charge_running(snapshot.running, self.now, self.charge_s, carry.in_start_order)
         self.queues = self._make_queues(groups)
 
     def _make_queues(self, groups: dict[tuple[str, str], list[PendingWorkload]]) -> list:
@@ -209,17 +216,16 @@ class _Pass(Preempting, Explaining):
         """File the running work onto nodes, candidates and limits: carried over from the pass
         before when the caller passes the same running objects again (filing.py), else afresh."""
         snapshot, tree = self.snapshot, self.tree
-        healthy, capacity, self.sizes, self.gpu_types = _node_facts(snapshot.nodes)
+        healthy, capacity, self.sizes, self.gpu_types = node_facts(snapshot.nodes, self.session)
         self.reserved = FreeIndex()
         self.unshielded: dict[str, list[RunningWorkload]] = {}  # see Preempting._unshielded
-        self.clearable: dict[int, object] = {}  # see Preempting._clearable
         self.node_needs: dict[str, frozenset | None] | None = None  # see Preempting._node_needs
         self.evicted_nodes: set[str] = set()  # see Preempting._kept_node_needs
-        filed = carried(
+        filed = self.session.filing.filed(
             snapshot.running, snapshot.nodes, healthy, capacity, tree.ancestors, tree.limit, self.now
         )
         if filed is None:
-            filed = self._file(healthy, capacity)
+            filed = file_afresh(snapshot.running, healthy, capacity, tree.ancestors, tree.limit, self.now)
         (
             self.occupants,
             self.candidates,
@@ -231,51 +237,7 @@ class _Pass(Preempting, Explaining):
             self.candidates_ordered,  # see Preempting._in_order
         ) = filed
         self.ordered_keys: set[tuple[str, bool]] = set()  # candidates put in order (_in_order)
-
-    def _file(self, healthy: list, capacity: dict[str, int]) -> Filed:
-        """File the running work afresh: (occupants, candidates, used, index, start index, no
-        release keys, no kept node needs, candidates in preemption order)."""
-        free = dict(capacity)
-        occupants: dict[str, list[RunningWorkload]] = {}
-        # (allocation, funded) -> running work that may become a victim, least work lost first
-        candidates: dict[tuple[str, bool], list[RunningWorkload]] = {}
-        used: dict[str, int] = dict.fromkeys(self.tree.limit, 0)
-        ancestors, now = self.tree.ancestors, self.now
-        on_node, left_on, victims_of = occupants.get, free.get, candidates.get
-        for workload in self.snapshot.running:
-            for name, gpus in workload.placement:
-                here = on_node(name)
-                if here is None:
-                    occupants[name] = [workload]
-                else:
-                    here.append(workload)
-                left = left_on(name)
-                if left is not None:
-                    free[name] = left - gpus if left > gpus else 0
-            if used:  # concurrency limits: GPUs in use per limited node
-                for path in ancestors.get(workload.allocation, ()):
-                    if path in used:
-                        used[path] += workload.gpus
-            if workload.started_at < now:  # never preempt work at the instant it starts
-                key = (workload.allocation, workload.funded)
-                victims = victims_of(key)
-                if victims is None:
-                    candidates[key] = [workload]
-                else:
-                    victims.append(workload)
-        index = FreeIndex.filed(healthy, free)  # each node filed once, at what is left free
-
-        def work_lost(workload: RunningWorkload) -> tuple[float, int]:  # _work_lost, inlined
-            return (0.0 if workload.resumable else workload.gpus * (now - workload.started_at), workload.id)
-
-        for running in candidates.values():
-            running.sort(key=work_lost)
-        start_index = index.copy()  # free before this pass
-        return occupants, candidates, used, index, start_index, None, None, True
-
-    def _work_lost(self, workload: RunningWorkload) -> tuple[float, int]:
-        """GPU-seconds a preemption throws away (0 for resumable work: it resumes), then id."""
-        return (0.0 if workload.resumable else workload.gpus * (self.now - workload.started_at), workload.id)
+        self.clearable = ClearableNodes(self.session, snapshot.nodes, self.index)
 
     # -- admit ---------------------------------------------------------------------------------
     def _admit(self) -> None:
@@ -305,29 +267,10 @@ class _Pass(Preempting, Explaining):
             self._walk(self._queues_again(), walk < _WALKS)
 
     def _queues_again(self) -> list:
-        """Everything still pending (the snapshot's queues less what started, plus requeued
-        victims that did not restart), for a settling walk."""
+        """Everything still pending (``walk.still_pending``), for a settling walk that starts
+        afresh: nothing blocked, nothing reserved, nothing known not to fit."""
         started = {start.workload_id for start in self.starts}
-        # The snapshot's groups (none empty), each one something started from cut down in its place
-        groups = dict(self.groups)
-        if not all(groups.values()):
-            groups = {key: queue for key, queue in groups.items() if queue}
-        for key, started_here in self.started_groups.items():
-            queue = groups.get(key)
-            if queue is None:  # only requeued victims started from it
-                continue
-            kept = _without(queue, started_here)
-            if kept:
-                groups[key] = kept
-            else:
-                del groups[key]
-        for workload in self.requeued_work.values():
-            if workload.id not in started:
-                key = (workload.allocation, workload.user)
-                # Copy before appending: ``groups`` may still share the snapshot's own list, and a
-                # victim written into it would be walked twice by the next settling walk.
-                queue = groups[key] = [*groups.get(key, ()), workload]
-                queue.sort(key=_SUBMIT_ORDER)
+        groups = still_pending(self.groups, self.started_groups, self.requeued_work.values(), started)
         self.blocked = []
         self._release_reservation()
         self.no_fit.clear()
@@ -338,228 +281,8 @@ class _Pass(Preempting, Explaining):
         return self._make_queues(groups)
 
     def _walk(self, queues: list, settles: bool) -> None:
-        """Walk the order, draining the head (allocation, user) queue until something starts.
-
-        A workload like one that already failed (same shape, allocation and contract terms) fails
-        the same way until GPUs may come free or the reservation changes (``relief``; a start
-        only takes GPUs), so it reuses that outcome instead of searching again; that keeps a pass
-        over 100,000 pending workloads cheap.
-
-        ``settles``: another walk follows if this one starts or preempts anything. Then, from its
-        first start on, what this walk leaves blocked is never explained (the next walk's is), so
-        it is not recorded; nor is anything when nothing is explained (``explain=False``).
-        A walk that records nothing skips a queue, or the rest of one, as soon as nothing in it
-        could start, preempt or reserve (``_nothing_more_can_start(thorough=True)``).
-        """
-        failed: dict[tuple, tuple] = {}  # signature -> outcome key, valid while ``relief`` holds
-        relief = self.relief  # a start only takes GPUs: what failed before still fails after it
-        blocked = self.blocked
-        append = blocked.append
-        known = failed.get
-        now = self.now
-        explained = self.explain is not False
-        unchanged = len(self.starts)  # a preemption comes with a start
-        start_at = self._reservation_start()  # changes only with the reservation, so with relief
-        waited = len(blocked)
-        # Victims go back into the first walk's queues (``_requeue``): only that walk meets them again.
-        current, evicted = queues is self.queues, len(self.preemptions)
-
-        def passed_over(workloads: Sequence[PendingWorkload]) -> bool:
-            """Every one is a hit (signature as below): the walk would take them all, changing nothing."""
-            for workload in workloads:
-                runtime = workload.max_runtime_s
-                signature = (
-                    workload.gpus,
-                    workload.gpus_per_node,
-                    workload.gpu_type,
-                    workload.allocation,
-                    workload.priority,
-                    workload.min_runtime_s <= 0 or (runtime is not None and now + runtime <= start_at),
-                )
-                if known(signature) is None:
-                    return False
-            return True
-
-        for queue in queues:
-            misses, checked = 0, -1
-            records = explained and not (settles and len(self.starts) != unchanged)
-            if not records and self._nothing_to_try(queue):
-                continue  # (``checked`` stays: the check after 32 misses comes where it would)
-            while True:
-                record = explained and not (settles and len(self.starts) != unchanged)
-                # user queues of hits only: taken whole, up to where the check is due (none while
-                # nothing failed since the last relief: the head queue would be a miss)
-                if not record and failed:
-                    skipped = queue.skip(passed_over, 32 - misses if checked != self.generation else INFINITE)
-                    if skipped:
-                        misses += skipped
-                        if misses >= 32 and checked != self.generation:
-                            checked = self.generation
-                            if self._nothing_more_can_start(queue, thorough=True):
-                                break
-                head = queue.head()
-                if head is None:
-                    break
-                items, taken, started = head[2], 0, False
-                pop = items.popleft
-                while items:
-                    if record:
-                        workload = pop()
-                        taken += 1
-                        runtime = workload.max_runtime_s
-                        signature = (
-                            workload.gpus,
-                            workload.gpus_per_node,
-                            workload.gpu_type,
-                            workload.allocation,
-                            workload.priority,
-                            # may it backfill reserved nodes? (_may_backfill, inlined; finer is harmless)
-                            workload.min_runtime_s <= 0
-                            or (runtime is not None and now + runtime <= start_at),
-                        )
-                        key = known(signature)
-                        if key is not None:
-                            append((workload, key))
-                            continue
-                    else:  # hits change nothing: only count them, up to the next miss
-                        hits = 0
-                        for workload in items:
-                            runtime = workload.max_runtime_s
-                            signature = (  # as above
-                                workload.gpus,
-                                workload.gpus_per_node,
-                                workload.gpu_type,
-                                workload.allocation,
-                                workload.priority,
-                                workload.min_runtime_s <= 0
-                                or (runtime is not None and now + runtime <= start_at),
-                            )
-                            if known(signature) is None:
-                                break
-                            hits += 1
-                        else:  # every one a hit
-                            taken += hits
-                            items.clear()
-                            break
-                        if hits:
-                            _drain(map(call, repeat(pop, hits)))
-                        pop()  # the miss: ``workload``, with its ``signature``
-                        taken += hits + 1
-                    started = self._consider(workload)
-                    if self.relief != relief:
-                        failed.clear()
-                        relief = self.relief
-                        start_at = self._reservation_start()
-                    if started:
-                        self.tail_repeats = len(blocked) == waited and (
-                            current or len(self.preemptions) == evicted
-                        )
-                        break
-                    key = blocked[-1][1]
-                    if key[0] != "reserved_self":
-                        failed[signature] = key
-                queue.consumed(taken)
-                if started:
-                    queue.charged()
-                    misses = 0
-                    continue
-                misses += taken
-                if misses >= 32 and checked != self.generation:
-                    checked = self.generation
-                    if self._nothing_more_can_start(queue, thorough=not record):
-                        if record:
-                            self._leave_untried(queue)
-                        break
-
-    def _nothing_to_try(self, queue) -> bool:
-        """Nothing queued here could start, preempt or reserve: a walk that records nothing skips it."""
-        return not self._may_still_reserve(queue) and self._nothing_more_can_start(queue, thorough=True)
-
-    def _nothing_more_can_start(self, queue, thorough: bool = False) -> bool:
-        """No allocation still queued here may preempt anyone, and no GPU is free (for anyone).
-
-        ``thorough``: GPUs may be free if none of what is queued here could start on them nor
-        reserve nodes. That reads every queued workload's shape, so it is worth it only where the
-        rest of the walk would be read for nothing: when the walk records no reasons."""
-        free = self.index.free_gpus(None) or self.reserved.free_gpus(None)
-        if free and not thorough:
-            return False
-        if not self._none_may_preempt(queue):
-            return False
-        return not free or self._none_fits(queue)
-
-    def _none_fits(self, queue) -> bool:
-        """No workload queued here can start on free GPUs (unreserved, or reserved ones it may
-        backfill) or make a reservation. Limits are ignored (they only stop work from starting).
-
-        Read in queue order and left at the first workload that could start: each distinct shape
-        is placed once (``_ShapeFits``), and only a shape that fits reserved GPUs alone needs the
-        workload itself (may it backfill them?)."""
-        if self._may_still_reserve(queue):
-            return False
-        fits = _ShapeFits(self._shape_fits)
-        for workload in compress(queue.queued(), map(fits.__getitem__, map(_SHAPE, queue.queued()))):
-            if fits[_SHAPE(workload)] == _FITS_FREE or self._may_backfill(workload):
-                return False
-        return True
-
-    def _shape_fits(self, shape: Shape) -> int:
-        """Where ``shape`` could start now: on unreserved free GPUs (``_FITS_FREE``), only on
-        reserved ones (``_FITS_RESERVED``), or nowhere (0, also when it never could)."""
-        if not self._feasible(shape):
-            return 0
-        if shape not in self.no_fit and self.index.place(shape) is not None:
-            return _FITS_FREE
-        reserved = self.reserved
-        if reserved.spec and shape not in self.no_fit_reserved and reserved.place(shape) is not None:
-            return _FITS_RESERVED
-        return 0
-
-    def _may_still_reserve(self, queue) -> bool:
-        """Nothing is reserved yet and the first workload queued here that cannot start would be."""
-        if self.reservation is not None or not self.config.reservation:
-            return False
-        return not self.fairshare or bool(queue.funded_allocations())
-
-    def _none_may_preempt(self, queue) -> bool:
-        """No allocation still queued here may preempt anyone."""
-        if not self.config.preemption or self.config.ordering == "fifo":
-            return True
-        if not self.fairshare:
-            lowest = self._preemptible()
-            return lowest is None or all(w.priority <= lowest for w in queue.queued())
-        waiting = queue.funded_allocations()
-        if not waiting:
-            return True
-        open_groups = self._preemptible()
-        if any(not funded for _, funded in open_groups):
-            return not waiting
-        return not any(
-            victim_allocation == allocation or self.tree.ranks_at_or_below(victim_allocation, allocation)
-            for allocation in waiting
-            for victim_allocation, _ in open_groups
-        )
-
-    def _preemptible(self) -> list[tuple[str, bool]] | int | None:
-        """Fair share: the candidate groups (allocation, funded) with work past its protection;
-        else the lowest priority of any candidate (None: none). Kept until an eviction (relief)."""
-        known = self.preemptible
-        if known is not None and known[0] == self.relief:
-            return known[1]
-        if self.fairshare:
-            found = [key for key, running in self.candidates.items() if any(map(self._unprotected, running))]
-        else:
-            found = min((v.priority for running in self.candidates.values() for v in running), default=None)
-        self.preemptible = (self.relief, found)
-        return found
-
-    def _unprotected(self, workload: RunningWorkload) -> bool:
-        return not (self.config.contract and workload.funded and workload.protected_until > self.now)
-
-    def _leave_untried(self, queue) -> None:
-        """Leave the rest unexamined: one entry for the whole tail, expanded (with reasons from
-        their shape and standing) only if this walk turns out to be the last one."""
-        self.blocked.append((None, list(queue.remaining_groups())))
+        """One walk over ``queues`` (walk.py)."""
+        Walk(self, queues, settles).run()
 
     def _consider(self, workload: PendingWorkload) -> bool:
         """Start ``workload`` (possibly by preempting) or record why it waits; True if it started."""
@@ -576,12 +299,7 @@ class _Pass(Preempting, Explaining):
             return True
         protected = None
         if self._may_preempt(workload):
-            started = time.perf_counter()  # timed inline: this runs for every preemption attempt
-            try:
-                done, protected = self._preempt(workload, shape, backfill)
-            finally:
-                timings = self.timings
-                timings["preempt"] = timings.get("preempt", 0.0) + time.perf_counter() - started
+            done, protected = self._timed("preempt", lambda: self._preempt(workload, shape, backfill))
             if done:
                 return True
         if self.reservation is None and self.config.reservation and self._may_preempt_or_fifo(workload):
@@ -596,7 +314,7 @@ class _Pass(Preempting, Explaining):
     def _feasible(self, shape: Shape) -> bool:
         known = self.feasible.get(shape)
         if known is None:
-            known = self.feasible[shape] = _fits_inventory(shape, self.sizes)
+            known = self.feasible[shape] = fits_inventory(shape, self.sizes)
         return known
 
     def _limit_reached(self, workload: PendingWorkload) -> str | None:
@@ -611,9 +329,6 @@ class _Pass(Preempting, Explaining):
     def _funded(self, workload: PendingWorkload | RunningWorkload) -> bool:
         return workload.allocation in self.tree.funded
 
-    def _protects(self, workload: PendingWorkload) -> bool:
-        return self.config.contract and workload.min_runtime_s > 0 and self._funded(workload)
-
     def _reservation_start(self) -> float:
         """When the reserved job starts: -inf with no reservation (nothing to protect yet)."""
         if self.reservation is None:
@@ -621,16 +336,7 @@ class _Pass(Preempting, Explaining):
         return self.reservation.start_at if self.reservation.start_at is not None else INFINITE
 
     def _may_backfill(self, workload: PendingWorkload) -> bool:
-        """May use reserved nodes: it cannot delay the reservation (it ends first or is preemptible)."""
-        if self.reservation is None:
-            return True
-        if not self.config.backfill:
-            return False
-        if not self._protects(workload):
-            return True
-        start_at = self.reservation.start_at or INFINITE
-        runtime = workload.max_runtime_s
-        return runtime is not None and self.now + runtime <= start_at
+        return may_backfill(workload, self._funded(workload), self.reservation, self.now, self.config)
 
     def _place(self, shape: Shape, backfill: bool) -> tuple[Placement, FreeIndex] | None:
         """On unreserved nodes, else on reserved ones if it may backfill them; a shape that did
@@ -652,28 +358,9 @@ class _Pass(Preempting, Explaining):
         self.started_groups.setdefault((workload.allocation, workload.user), []).append(workload)
         self.generation += 1
         funded = self._funded(workload)
-        protected_until = self.now
-        if self._protects(workload):
-            protected_until = self.now + min(workload.min_runtime_s, self.config.min_runtime_cap_s)
+        protected_until = rules.protected_until(workload, funded, self.now, self.config)
         self.starts.append(Start(workload.id, placement, protected_until, funded))
-        runtime = workload.max_runtime_s
-        self._occupy_new(
-            RunningWorkload(
-                id=workload.id,
-                allocation=workload.allocation,
-                user=workload.user,
-                gpus=workload.gpus,
-                placement=placement,
-                started_at=self.now,
-                protected_until=protected_until,
-                resumable=workload.resumable,
-                funded=funded,
-                workload_class=workload.workload_class,
-                expected_end=None if runtime is None else self.now + runtime,
-                submitted_at=workload.submitted_at,
-                priority=workload.priority,
-            )
-        )
+        self._occupy_new(as_running(workload, placement, protected_until, funded, self.now))
         if self.charge_s:
             self.tree.charge(workload.allocation, workload.user, workload.gpus * self.charge_s)
 
@@ -686,73 +373,7 @@ class _Pass(Preempting, Explaining):
             self.touched.add(name)
             if needs is not None:
                 needs[name] = None  # work started now is never preempted in this pass
-        if self.clearable:
-            self._recount([name for name, _ in workload.placement])
+        self.clearable.recount([name for name, _ in workload.placement])
         for path in self.tree.ancestors.get(workload.allocation, ()):
             if path in self.used:
                 self.used[path] += workload.gpus
-
-
-_NODE_FACTS: ByIdentity[tuple] = ByIdentity()  # a nodes tuple -> what a pass reads off it (memo.py)
-
-
-def _node_facts(nodes: tuple) -> tuple:
-    """(healthy nodes, name -> GPUs of each healthy node, GPU type -> node size -> healthy nodes,
-    name -> GPU type): read-only, built once per nodes tuple (a caller that plans one cluster many
-    times, the simulator or start options, passes the same tuple until a node changes)."""
-    if not isinstance(nodes, tuple):
-        return _read_nodes(nodes)
-    return _NODE_FACTS.get(nodes, lambda: _read_nodes(nodes))
-
-
-def _read_nodes(nodes) -> tuple:  # noqa: ANN001 - a sequence of ClusterNodeSpec
-    healthy = [node for node in nodes if node.healthy]
-    sizes: dict[str, dict[int, int]] = {}
-    for node in healthy:
-        by_size = sizes.setdefault(node.gpu_type, {})
-        by_size[node.gpus] = by_size.get(node.gpus, 0) + 1
-    return (
-        healthy,
-        {node.name: node.gpus for node in healthy},
-        sizes,
-        {node.name: node.gpu_type for node in nodes},
-    )
-
-
-def _without(queue: list[PendingWorkload], started: list[PendingWorkload]) -> list[PendingWorkload]:
-    """A copy of ``queue`` (in (submitted_at, id) order) less ``started``, found by bisection so the
-    rest of the queue is not read; started workloads that are not in it (requeued victims) are skipped."""
-    kept = list(queue)
-    for workload in started:
-        at = bisect_left(kept, _SUBMIT_ORDER(workload), key=_SUBMIT_ORDER)
-        if at < len(kept) and kept[at] is workload:
-            del kept[at]
-    return kept
-
-
-def _fits_inventory(shape: Shape, sizes: dict[str, dict[int, int]]) -> bool:
-    """Could ``shape`` ever fit the healthy nodes (all of them free)? ``sizes``: type -> size -> count."""
-    gpus, per_node, gpu_type = shape
-    if gpus <= 0:
-        return False
-    found = [
-        (size, count)
-        for kind, by_size in sizes.items()
-        if gpu_type in (None, kind)
-        for size, count in by_size.items()
-    ]
-    if per_node is not None and per_node < gpus:
-        return (
-            gpus % per_node == 0
-            and sum(count for size, count in found if size >= per_node) >= gpus // per_node
-        )
-    if any(size >= gpus for size, _ in found):
-        return True
-    if per_node is not None:
-        return False
-    return any(
-        size and gpus % size == 0 and count >= gpus // size
-        for kind, by_size in sizes.items()
-        if gpu_type in (None, kind)
-        for size, count in by_size.items()
-    )

@@ -3,19 +3,19 @@ preempt, in which order, and what happens to the victims. Mixed into the pass (p
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable
-from itertools import chain, compress
-from operator import attrgetter, is_not, or_
+from itertools import chain
 
-from scheduling.policy.filing import KeptNeeds, drop_identical
+from scheduling.policy.filing import drop_identical
+from scheduling.policy.node_keys import KeptNeeds
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preemption import VictimPool, choose_victims
 from scheduling.policy.replay import as_pending, single_type
+from scheduling.policy.rules import is_protected
 from scheduling.policy.types import PendingWorkload, Preemption, RunningWorkload
+from scheduling.policy.victims import Victims, _Order
 
 
-class Preempting:
+class Preempting(Victims):
     """The preemption half of ``planner._Pass``; it reads and updates the pass's state."""
 
     # -- preempt -------------------------------------------------------------------------------
@@ -35,7 +35,7 @@ class Preempting:
         indexes = (self.index, self.reserved) if backfill and self.reserved.spec else (self.index,)
         order = self._victim_order(workload, False)  # (when the original decided it: see there)
         for index in indexes:
-            pool = order.pools.get(id(index))
+            pool = order.pools.get(index)
             if pool is None:  # a pool already made rejects as cheaply as the bound
                 if self._surely_hopeless(order, shape, index) or self._unordered_pool(order, index).hopeless(
                     shape, index
@@ -74,11 +74,11 @@ class Preempting:
         """Who ``workload`` may preempt now on ``index``'s nodes, in preemption order, cached until
         anything changes."""
         order = self._victim_order(workload, include_protected)
-        pool = order.pools.get(id(index))
+        pool = order.pools.get(index)
         if pool is None:
             if order.victims is None:
                 order.victims = self._ordered_victims(order)
-            pool = order.pools[id(index)] = VictimPool(order.victims, index, self.occupants)
+            pool = order.pools[index] = VictimPool(order.victims, index, self.occupants)
         return pool
 
     def _unordered_pool(self, order: _Order, index: FreeIndex) -> VictimPool:
@@ -87,36 +87,11 @@ class Preempting:
         per node, which nodes they could clear), never in which order. Most attempts that pass
         ``_surely_hopeless`` are rejected by it, so the preemption order (tiers, a sort) is worked
         out only for the few that then search for victims."""
-        pool = order.unordered.get(id(index))
+        pool = order.unordered.get(index)
         if pool is None:
             victims = list(chain.from_iterable(victims for _, _, victims in self._victim_groups(order)))
-            pool = order.unordered[id(index)] = VictimPool(victims, index, self.occupants)
+            pool = order.unordered[index] = VictimPool(victims, index, self.occupants)
         return pool
-
-    def _victim_order(self, workload: PendingWorkload, include_protected: bool) -> _Order:
-        """Whose work ``workload`` may preempt in this standing, as the first workload of its key
-        (allocation, its user when its own work is a candidate, priority, ``include_protected``)
-        decides it: later ones of the key, whatever their GPUs, reuse the order until the
-        generation changes. Nothing is worked out here (``_allowed``, ``_reachable``): an order is
-        read only in the generation it was made in, in which nothing it reads changes (the tree
-        is charged only by a start or an eviction, each a new generation), so working it out
-        later gives what working it out now would. Most attempts never need the whole of it."""
-        own = self.candidates.get((workload.allocation, True))
-        key = (workload.allocation, workload.user if own else None, workload.priority, include_protected)
-        cached = self.pools.get(key)
-        if cached is not None and cached[0] == self.generation:
-            return cached[1]
-        order = _Order(workload, self.generation, include_protected)
-        self.pools[key] = (self.generation, order)
-        return order
-
-    def _allowed(self, order: _Order) -> dict:
-        """``order``'s ``_allowed_allocations``, worked out the first time it is asked for."""
-        allowed = order.allowed
-        if allowed is None:
-            assert order.generation == self.generation, "an order is read in its own standing only"
-            allowed = order.allowed = self._allowed_allocations(order)
-        return allowed
 
     def _surely_hopeless(self, order: _Order, shape: Shape, index: FreeIndex) -> bool:
         """A cheap and sound verdict for a multi-node gang (most failed attempts): even if every
@@ -131,145 +106,16 @@ class Preempting:
         if (per_node is None or per_node >= gpus) and largest >= gpus:
             return False  # one node: the pool decides
         counted = order.clearable  # an order lives one standing, so one relief: counts keep
-        for (kind, size), (whole, needs) in self._clearable(index).items():
+        for (kind, size), (whole, needs) in self.clearable.on(index, self.relief, self._node_needs).items():
             if gpu_type in (None, kind) and size and gpus % size == 0 and per_node in (None, size):
                 if whole * size >= gpus:
                     return False
-                count = counted.get((id(index), kind, size))
+                count = counted.get((index, kind, size))
                 if count is None:
-                    count = counted[(id(index), kind, size)] = whole + self._reachable(order, needs)
+                    count = counted[(index, kind, size)] = whole + self._reachable(order, needs)
                 if count * size >= gpus:
                     return False
         return True
-
-    def _reachable(self, order: _Order, needs: dict[frozenset, int]) -> int:
-        """How many of the nodes ``needs`` counts (funded allocations to preempt -> nodes) are
-        nodes ``order`` may clear: those whose every allocation is a key of its ``allowed``. Each
-        allocation is judged alone, once per order, as ``_allowed_allocations`` judges it (most
-        preemptors may take from few of them, so the whole of ``allowed`` is rarely needed)."""
-        allowed = order.allowed
-        if allowed is not None:
-            keys = allowed.keys()
-            return sum(nodes for allocations, nodes in needs.items() if allocations <= keys)
-        assert order.generation == self.generation, "an order is read in its own standing only"
-        known, candidates, preemptor = order.reach, self.candidates, order.workload.allocation
-        ranks_at_or_below, charged = self.tree.ranks_at_or_below, self._charged(order)
-        count = 0
-        for allocations, nodes in needs.items():
-            if not nodes:  # (a carried count may keep an entry of no nodes: nothing to judge)
-                continue
-            for allocation in allocations:
-                verdict = known.get(allocation)
-                if verdict is None:
-                    if allocation == preemptor:
-                        verdict = bool(self._peers(order))
-                    else:  # the test of ``_allowed_allocations``, for this key alone
-                        verdict = (allocation, True) in candidates and ranks_at_or_below(
-                            allocation, preemptor, charged
-                        )
-                    known[allocation] = verdict
-                if not verdict:
-                    break
-            else:
-                count += nodes
-        return count
-
-    def _clearable(self, index: FreeIndex) -> dict[tuple[str, int], list]:
-        """(GPU type, node size) -> [wholly free nodes, {funded allocations whose unprotected work
-        fills a node (nothing else on it may be preempted but unfunded work): such nodes}] on
-        ``index``. A node with protected work, or work started at ``now``, is left out.
-
-        Kept while ``relief`` holds: a start only takes GPUs (and its work cannot be preempted in
-        this pass), so after starts the counts are still upper bounds, which is all a bound needs.
-        Then only the nodes whose occupants changed (``_recount``) or that joined or left the
-        index (``index.filings``, a reservation) are counted again."""
-        state = self.clearable.get(id(index))  # reset per pass by _index
-        if state is not None and state.relief == self.relief:
-            return state.found
-        filings = index.filings
-        if state is None:
-            state = self.clearable[id(index)] = _Clearable()
-            state.filed = len(filings)
-            state.relief = self.relief
-            return self._count_clearable(index, state)
-        else:
-            changed, state.changed = state.changed, set()
-            changed.update(filings[state.filed :])
-        state.filed = len(filings)
-        state.relief = self.relief
-        _count_again(changed, index, self._node_needs(), state.found, state.contributions)
-        return state.found
-
-    def _count_clearable(self, index: FreeIndex, state: _Clearable) -> dict[tuple[str, int], list]:
-        """``_clearable``'s first count on ``index`` in a pass: every node, in the index's order,
-        as the loop there counts a node that contributed nothing yet (nothing to take back).
-
-        On the unreserved index, from what the last such count (of an earlier pass, on the same
-        nodes tuple) counted, node by node: a node adds what it added then unless its free GPUs
-        or its need changed since (most nodes keep both from pass to pass), and only those are
-        counted again, as ``_clearable`` counts a changed node. Told by identity (the kept needs
-        are the same objects): an equal value made anew is only counted again, to the same. The
-        count is the same either way; only entries of no nodes may differ (a carried count drops
-        them), which no reader tells apart (a sum over them, or verdicts that are memos)."""
-        needs, free = self._node_needs(), index.free
-        nodes = self.snapshot.nodes
-        if index is not self.index or type(nodes) is not tuple:  # (a list may change in place)
-            return self._count_every_node(index, needs, state.found, state.contributions)
-        names, lefts = list(free), list(free.values())
-        wanted = list(map(needs.get, names))
-        last: _Counted | None = getattr(_LOCAL, "counted", None)
-        if last is not None and last.nodes is nodes and last.names == names:
-            found, contributions = last.found, last.contributions
-            moved = map(is_not, lefts, last.lefts)
-            _count_again(
-                compress(names, map(or_, moved, map(is_not, wanted, last.needs))),
-                index,
-                needs,
-                found,
-                contributions,
-            )
-            state.found, state.contributions = found, contributions
-        else:
-            found = self._count_every_node(index, needs, state.found, state.contributions)
-        _LOCAL.counted = _Counted(nodes, names, lefts, wanted, found, state.contributions)
-        return found
-
-    def _count_every_node(
-        self, index: FreeIndex, needs: dict, found: dict, contributions: dict
-    ) -> dict[tuple[str, int], list]:
-        """Every node of ``index`` into ``found`` and ``contributions`` (both empty)."""
-        spec = index.spec
-        for name, left in index.free.items():
-            node = spec.get(name)
-            if node is None:
-                continue
-            size = node.gpus
-            if left >= size:
-                if left != size or not left:
-                    continue  # more than a node holds, or a node of no GPUs: not wholly free
-                key = (node.gpu_type, size)
-                counts = found.get(key)
-                if counts is None:
-                    counts = found[key] = [0, {}]
-                contributions[name] = (key, None)
-                counts[0] += 1
-            else:
-                funded = needs.get(name)
-                if funded is None:
-                    continue
-                key = (node.gpu_type, size)
-                counts = found.get(key)
-                if counts is None:
-                    counts = found[key] = [0, {}]
-                contributions[name] = (key, funded)
-                counted = counts[1]
-                counted[funded] = counted.get(funded, 0) + 1
-        return found
-
-    def _recount(self, names: list[str]) -> None:
-        """Nodes whose occupants (and free GPUs) changed: count them again at the next relief."""
-        for state in self.clearable.values():
-            state.changed.update(names)
 
     def _node_needs(self) -> dict[str, frozenset | None]:
         """Occupied node -> the funded allocations whose work on it must all be preemptible to
@@ -280,26 +126,9 @@ class Preempting:
         if needs is None and self.kept_needs is not None:
             return self._kept_node_needs(self.kept_needs)
         if needs is None:
-            needs = self.node_needs = {}
-            now, shielding, alone, nothing = self.now, self.config.contract, {}, frozenset()
-            for name, here in self.occupants.items():
-                if len(here) != 1:
-                    if here:
-                        needs[name] = self._node_need(here)
-                    continue
-                occupant = here[0]  # the usual case, _node_need inlined
-                if not occupant.started_at < now:
-                    needs[name] = None
-                elif not occupant.funded:
-                    needs[name] = nothing
-                elif shielding and occupant.protected_until > now:
-                    needs[name] = None
-                else:
-                    allocation = occupant.allocation
-                    need = alone.get(allocation)
-                    if need is None:
-                        need = alone[allocation] = frozenset((allocation,))
-                    needs[name] = need
+            needs = self.node_needs = {
+                name: self._node_need(here) for name, here in self.occupants.items() if here
+            }
         return needs
 
     def _kept_node_needs(self, kept: KeptNeeds) -> dict[str, frozenset | None]:
@@ -350,171 +179,25 @@ class Preempting:
         """(``_node_need``, until when it holds as ``now`` moves on: forever for a need, the
         earliest end of protection there for a node protection blocks, None for a node with work
         started at ``now``, which becomes a candidate at a later ``now``)."""
-        now, shielding = self.now, self.config.contract
+        now, contract = self.now, self.config.contract
         funded = set()
         until = None
         for occupant in here:
-            if not occupant.started_at < now:
+            if not occupant.started_at < now:  # never preempted at the instant it starts
                 return None, None
-            if occupant.funded:
-                if shielding and occupant.protected_until > now:
-                    if until is None or occupant.protected_until < until:
-                        until = occupant.protected_until
-                    continue
+            if is_protected(occupant, now, contract):
+                if until is None or occupant.protected_until < until:
+                    until = occupant.protected_until
+            elif occupant.funded:
                 funded.add(occupant.allocation)
         if until is not None:
             return None, until
         return frozenset(funded), _FOREVER
 
     def _node_need(self, here: list[RunningWorkload]) -> frozenset | None:
-        now, shielding = self.now, self.config.contract
-        funded = set()
-        for occupant in here:
-            if not occupant.started_at < now:
-                return None
-            if occupant.funded:
-                if shielding and occupant.protected_until > now:
-                    return None
-                funded.add(occupant.allocation)
-        return frozenset(funded)
-
-    def _victim_groups(self, order: _Order) -> list[tuple[str, bool, list[RunningWorkload]]]:
-        """(allocation, funded, its work ``order``'s workload may preempt) per candidate group
-        with any, in the candidates' order; made once per order."""
-        groups = order.groups
-        if groups is not None:
-            return groups
-        assert order.generation == self.generation, "an order is read in its own standing only"
-        allowed = self._allowed(order)
-        shielding = self.config.contract and not order.include_protected
-        groups = order.groups = []
-        for key, running in self.candidates.items():
-            allocation, funded = key
-            verdict = allowed.get(allocation) if funded or not self.fairshare else True
-            if running and verdict is not None:
-                running = self._in_order(key, running)  # before _unshielded keeps a copy of it
-                if shielding and funded:
-                    running = self._unshielded(allocation, running)
-                groups.append(
-                    (allocation, funded, running if verdict is True else list(filter(verdict, running)))
-                )
-        return groups
-
-    def _ordered_victims(self, order: _Order) -> list[RunningWorkload]:
-        """Who may be preempted, in preemption order (see preemption.py), by the standing
-        ``order`` was decided in."""
-        # the tiers read the tree as it is: the standing ``order`` was decided in
-        assert order.generation == self.generation, "an order is read in its own standing only"
-        # the global ratios (and sibling sums) read the standing alone: every order of it shares them
-        tiers = self.pools.get(_TIERS)
-        if tiers is None or tiers[0] != self.generation:
-            tiers = self.pools[_TIERS] = (self.generation, ({}, {}))
-        ratios, sums = tiers[1]
-        groups = [
-            (self._tier(allocation, funded, ratios, sums), allocation, funded, victims)
-            for allocation, funded, victims in self._victim_groups(order)
-        ]
-        groups.sort(key=lambda group: group[:3])
-        ordered: list[RunningWorkload] = []
-        for *_, victims in groups:
-            ordered.extend(victims)
-        if not self.fairshare:
-            ordered.sort(key=lambda victim: (victim.priority, *self._work_lost(victim)))
-        return ordered
-
-    def _in_order(self, key: tuple[str, bool], running: list[RunningWorkload]) -> list[RunningWorkload]:
-        """``running``, the candidates of ``key``, in preemption order: the carried filing hands
-        the work that is not resumable (it follows the resumable work) out in start order, and it
-        is sorted by work lost at ``now`` the first time a victim order reads it (``_victim_groups``,
-        before ``_unshielded`` keeps a copy): few passes read any victims, and those read few
-        keys'. The same stable sort as afresh."""
-        if not self.candidates_ordered and key not in self.ordered_keys:
-            self.ordered_keys.add(key)
-            split = next((at for at, victim in enumerate(running) if not victim.resumable), len(running))
-            if len(running) - split > 1:
-                running[split:] = sorted(running[split:], key=self._work_lost)
-        return running
-
-    def _unshielded(self, allocation: str, running: list[RunningWorkload]) -> list[RunningWorkload]:
-        """The funded ``running`` of ``allocation`` past their protection, in order; kept until one
-        of them is evicted (the candidates change only then)."""
-        kept = self.unshielded.get(allocation)
-        if kept is None:
-            now = self.now
-            kept = self.unshielded[allocation] = [v for v in running if not v.protected_until > now]
-        return kept
-
-    def _tier(
-        self,
-        allocation: str,
-        funded: bool,
-        ratios: dict[str, float],
-        sums: dict[str, float],
-        usage: dict[str, float] | None = None,
-    ) -> tuple:
-        """Unfunded first, then the most over-served allocation (largest global usage/budget ratio).
-        ``ratios`` memoizes the global ratio per allocation and ``sums`` each sibling set's usage
-        (see ``FairTree.level_ratio``) while the standing does not change; ``usage``: that standing."""
-        if not self.fairshare:
-            return ()
-        if allocation not in ratios:
-            ratios[allocation] = self._global_ratio(allocation, sums, usage)
-        return (funded, -ratios[allocation])
-
-    def _allowed_allocations(self, order: _Order) -> dict:
-        """allocation -> True (its funded work may be preempted) or a per-victim test; absent: no.
-        Unfunded victims are always allowed for a funded preemptor (its caller checks that).
-        Decided for ``order``'s workload (``_reachable`` judges single keys alike)."""
-        workload = order.workload
-        if not self.fairshare:
-            test = lambda victim: victim.priority < workload.priority  # noqa: E731
-            return {allocation: test for allocation, _ in self.candidates}
-        # As if charged: the comparisons read the charged values on the side; the tree itself is
-        # not changed, so an attempt (even one a walk that records nothing skips) moves no standing.
-        preemptor, charged = workload.allocation, self._charged(order)
-        ranks_at_or_below = self.tree.ranks_at_or_below
-        allowed: dict = {
-            allocation: True
-            for allocation, funded in self.candidates
-            if funded and allocation != preemptor and ranks_at_or_below(allocation, preemptor, charged)
-        }
-        peers = self._peers(order)
-        if peers:
-            allowed[preemptor] = lambda victim: victim.user in peers
-        return allowed
-
-    def _charged(self, order: _Order) -> dict[str, float]:
-        """The preemptor's chain as charging ``order``'s workload would leave it (made once)."""
-        charged = order.charged
-        if charged is None:
-            workload = order.workload
-            charged = order.charged = self.tree.charged_usage(
-                workload.allocation, workload.gpus * self.charge_s
-            )
-        return charged
-
-    def _peers(self, order: _Order) -> set[str]:
-        """The other users of the preemptor's allocation whose work it may preempt: those with
-        at least the usage its own user would have once charged (made once)."""
-        peers = order.peers
-        if peers is None:
-            workload = order.workload
-            preemptor, user, charge = workload.allocation, workload.user, workload.gpus * self.charge_s
-            usage = self.tree.user_usage
-            mine = usage.get((preemptor, user), 0.0) + charge
-            # each user once (an allocation runs many workloads of few users), read in C
-            others = set(map(_USER, self.candidates.get((preemptor, True), ())))
-            others.discard(user)
-            peers = order.peers = {other for other in others if usage.get((preemptor, other), 0.0) >= mine}
-        return peers
-
-    def _global_ratio(
-        self, allocation: str, sums: dict[str, float] | None = None, usage: dict[str, float] | None = None
-    ) -> float:
-        ratio = 1.0
-        for path in self.tree.ancestors.get(allocation, ()):
-            ratio *= self.tree.level_ratio(path, sums, usage)
-        return ratio
+        """The funded allocations to preempt to clear a node holding ``here`` (None: it cannot
+        be cleared now: see ``_node_needs``)."""
+        return self._node_need_until(here)[0]
 
     def _evict(self, victim: RunningWorkload, preemptor: PendingWorkload) -> None:
         why = "unfunded work yields to funded work" if not victim.funded else "rebalancing toward fair share"
@@ -523,7 +206,7 @@ class Preempting:
         self.preemptions.append(Preemption(victim.id, victim.resumable, preemptor.id, why))
         self.index.give(victim.placement)
         self.reserved.give(victim.placement)
-        self._recount([name for name, _ in victim.placement])
+        self.clearable.recount([name for name, _ in victim.placement])
         self.evicted_nodes.update(name for name, _ in victim.placement)
         needs = self.node_needs
         for name, _ in victim.placement:
@@ -566,111 +249,4 @@ class Preempting:
             self.queues[0].requeue(workload)
 
 
-class _Clearable:
-    """``Preempting._clearable``'s counts for one index, and what each node adds to them."""
-
-    __slots__ = ("changed", "contributions", "filed", "found", "relief")
-
-    def __init__(self) -> None:
-        self.filed = 0  # how much of the index's ``filings`` it has seen
-        self.relief = -1
-        self.found: dict[tuple[str, int], list] = {}  # (type, size) -> [whole nodes, {needs: nodes}]
-        # node -> ((type, size), None when wholly free, else the funded allocations to preempt)
-        self.contributions: dict[str, tuple] = {}
-        self.changed: set[str] = set()
-
-
-def _count_again(
-    names: Iterable[str], index: FreeIndex, needs: dict, found: dict, contributions: dict
-) -> None:
-    """Take back what each of ``names`` added to ``found`` and count it again as it is now."""
-    free, spec = index.free, index.spec
-    for name in names:
-        was = contributions.get(name)
-        if was is not None:
-            counts = found[was[0]]
-            if was[1] is None:
-                counts[0] -= 1
-            else:
-                counts[1][was[1]] -= 1
-        node = spec.get(name)
-        if node is None:
-            contributions.pop(name, None)
-            continue
-        left, size = free[name], node.gpus
-        # filed as wholly free when all of it is (a node of no GPUs is not)
-        funded = (_WHOLE if left == size and left else None) if left >= size else needs.get(name)
-        if funded is None:
-            contributions.pop(name, None)
-            continue
-        key = (node.gpu_type, size)
-        counts = found.get(key)
-        if counts is None:
-            counts = found[key] = [0, {}]
-        if funded is _WHOLE:
-            contributions[name] = (key, None)
-            counts[0] += 1
-        else:
-            contributions[name] = (key, funded)
-            counts[1][funded] = counts[1].get(funded, 0) + 1
-
-
-class _Counted:
-    """A pass's first clearable count on its unreserved index, for the next pass's
-    (``Preempting._count_clearable``): the nodes tuple, the index's nodes in order, each one's
-    free GPUs and need as counted, and copies of the counts (less entries of no nodes) and of
-    what each node added (the pass goes on changing its own)."""
-
-    __slots__ = ("contributions", "found", "lefts", "names", "needs", "nodes")
-
-    def __init__(
-        self, nodes: tuple, names: list, lefts: list, needs: list, found: dict, contributions: dict
-    ) -> None:
-        self.nodes, self.names, self.lefts, self.needs = nodes, names, lefts, needs
-        self.found = {
-            key: [whole, {need: count for need, count in counted.items() if count}]
-            for key, (whole, counted) in found.items()
-        }
-        self.contributions = contributions.copy()  # (a clone: see _kept_node_needs)
-
-
-_USER = attrgetter("user")
-_LOCAL = threading.local()  # the last count (one per thread: a pass changes nothing another reads)
 _FOREVER = float("inf")
-_TIERS = ("tiers",)  # ``pools`` key of a standing's global ratios (``_ordered_victims``)
-_WHOLE = object()  # a wholly free node's mark while counting
-
-
-class _Order:
-    """Whose work a preemptor may preempt, as decided in one standing (generation) for
-    ``workload``, the first of its key: ``allowed`` (see ``_allowed_allocations``), or single
-    verdicts (``reach``: allocation -> may it be taken from); the listing and pools once made."""
-
-    __slots__ = (
-        "allowed",
-        "charged",
-        "clearable",
-        "generation",
-        "groups",
-        "include_protected",
-        "peers",
-        "pools",
-        "reach",
-        "unordered",
-        "victims",
-        "workload",
-    )
-
-    def __init__(self, workload: PendingWorkload, generation: int, include_protected: bool = False) -> None:
-        self.workload = workload
-        self.generation = generation
-        self.include_protected = include_protected
-        self.allowed: dict | None = None  # worked out when first needed (``Preempting._allowed``)
-        self.charged: dict[str, float] | None = None
-        self.peers: set[str] | None = None
-        self.reach: dict[str, bool] = {}  # funded allocation -> a key of ``allowed``?
-        self.victims: list[RunningWorkload] | None = None
-        self.groups: list[tuple[str, bool, list[RunningWorkload]]] | None = None  # _victim_groups
-        self.pools: dict[int, VictimPool] = {}  # id(index) -> its pool: an order lives one standing
-        self.unordered: dict[int, VictimPool] = {}  # id(index) -> its pool in no order (_unordered_pool)
-        self.clearable: dict[tuple, int] = {}  # (id(index), type, size) -> nodes it could clear

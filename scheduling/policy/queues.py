@@ -135,17 +135,9 @@ class FairShareQueue:
     def _start(self, tree: FairTree, by_allocation: _ByAllocation, queued: dict[AllocationPath, int]) -> None:
         """Serve ``by_allocation``; ``queued``: allocation -> its workloads (for at least those)."""
         self.tree = tree
-        ancestors = tree.ancestors
-        counts: dict[AllocationPath, int] = {}
-        total = 0
-        for allocation in by_allocation:  # _count, inlined
-            count = queued[allocation]
-            for node in ancestors[allocation]:
-                counts[node] = counts.get(node, 0) + count
-            total += count
-        if by_allocation:
-            counts[ROOT] = total
-        self.by_allocation, self.counts = by_allocation, counts
+        self.by_allocation, self.counts = by_allocation, {}
+        for allocation in by_allocation:
+            self._count(allocation, queued[allocation])
         self.current: tuple[AllocationPath, str, deque[PendingWorkload] | list[PendingWorkload]] | None = None
         # allocation -> [heap of (usage, user), how much of tree.user_log[allocation] it has seen]
         self.user_heaps: dict[AllocationPath, list] = {}
@@ -175,25 +167,18 @@ class FairShareQueue:
 
     def consumed(self, count: int) -> None:
         allocation, user, queue = self.current
-        counts = self.counts  # _count(allocation, -count), inlined: each node counted it before
-        for node in self.tree.ancestors[allocation]:
-            counts[node] -= count
-        counts[ROOT] -= count
+        self._count(allocation, -count)
         if not queue:
             del self.by_allocation[allocation][user]
             self.current = None
 
     def skip(self, passed_over: Callable[[Sequence[PendingWorkload]], bool], enough: float) -> int:
         """Take whole user queues, in serving order, while ``passed_over`` says the walk would take
-        every workload in the next one and change nothing (so standing, and thus the order, holds);
-        stop before the first it would not (then the head) or once ``enough`` were taken. Returns
-        how many were taken: what ``head`` and ``consumed`` would have handed out and counted, one
-        user queue at a time, without copying the queues nobody takes from one by one.
-
-        Once the last descent's allocation is chosen, its next user is its least used one while
-        no usage changed and nothing was requeued (``_select`` would resume right there), so the
-        allocation's users are taken one after another, and the counts only ``_select`` reads are
-        brought down once for all of them."""
+        every workload in the next one and change nothing (so the standing and order hold); stop
+        before the first it would not, or once ``enough`` were taken. Returns how many were taken
+        (what ``head`` and ``consumed`` would have handed out and counted, without the copies).
+        While no usage changed, the chosen allocation's next user is its least used one
+        (``_select`` would resume there), so its users are taken one after another."""
         taken = 0
         counts, ancestors, tree, path = self.counts, self.tree.ancestors, self.tree, self.path
         while True:
@@ -300,7 +285,7 @@ class FairShareQueue:
         log = tree.user_log.get(allocation, ())
         state = self.user_heaps.get(allocation)
         if state is None:
-            usage = tree.user_usage  # (tree.user_key, inlined)
+            usage = tree.user_usage
             heap = [(usage.get((allocation, name), 0.0), name) for name in users]
             heapify(heap)
             state = self.user_heaps[allocation] = [heap, len(log)]

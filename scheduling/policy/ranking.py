@@ -27,14 +27,17 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import neg
 
 from scheduling.policy.filing import in_start_order
-from scheduling.policy.memo import ByIdentity
+from scheduling.policy.memo import PerSource
+from scheduling.policy.rules import FairTreeKey, fair_tree_key, may_take_from
+from scheduling.policy.tree_shape import ROOT, LazyRatios, TreeShape, shape_of
 from scheduling.policy.types import AllocationPath, BudgetNodeSpec, RunningWorkload
 
-ROOT = ""
 INFINITE = math.inf
+_BELOW_EVERY_KEY = (-1.0, -1.0)  # every key ranks before it (a NaN ratio aside)
 
 
 class _MadeOnFirstRead:
@@ -73,8 +76,10 @@ class FairTree:
         usage: Mapping[AllocationPath, float],
         user_usage: Mapping[tuple[AllocationPath, str], float],
         extra_allocations: Iterable[AllocationPath] = (),
+        shapes: PerSource[dict[frozenset, TreeShape]] | None = None,
     ) -> None:
-        shape = self._shape = _shape_of(tree, extra_allocations)
+        """``shapes``: a planning session's shapes of the trees it saw (None: worked out here)."""
+        shape = self._shape = shape_of(tree, extra_allocations, shapes)
         self.parent: dict[AllocationPath, AllocationPath] = shape.parent
         self.budget: dict[AllocationPath, float] = shape.budget
         self.children: dict[AllocationPath, list[AllocationPath]] = shape.children
@@ -91,7 +96,7 @@ class FairTree:
         self._charge_usage(subtree, usage)
         # The ratios of the standing the pass starts from, worked out only if read (the simulator
         # never reads them): from a copy, since the pass charges the tree's own usage as it goes.
-        self.base_ratio: Mapping[AllocationPath, float] = _LazyRatios(shape, dict(subtree))
+        self.base_ratio: Mapping[AllocationPath, float] = LazyRatios(shape, dict(subtree))
         # What _settle makes the usage from: subtree usage, the users' usage (copied then) and the
         # running work to charge, as charge_running got it.
         self._unsettled: tuple[dict, Mapping, list] | None = (subtree, user_usage, [])
@@ -99,7 +104,7 @@ class FairTree:
     def _charge_usage(
         self, subtree: dict[AllocationPath, float], usage: Mapping[AllocationPath, float]
     ) -> None:
-        """``charge(path, None, amount)`` for each entry, in order (inlined: a pass charges every
+        """``charge(path, None, amount)`` for each entry, in order (the bulk form of ``charge``: a pass charges every
         allocation's usage), summed by slot as ``_charge_running`` sums. A path the tree lacks is
         charged to the root only."""
         totals, slots = list(subtree.values()), self._shape.slots
@@ -119,8 +124,8 @@ class FairTree:
         # (a dict's own copy clones its table, holes and all: dict() would insert entry by entry)
         users = user_usage.copy() if type(user_usage) is dict else dict(user_usage)
         self.subtree_usage, self.user_usage, self.user_log = subtree, users, {}
-        for running, now, projected_charge_s in running_charges:
-            self._charge_running(running, now, projected_charge_s)
+        for running, now, projected_charge_s, ordered in running_charges:
+            self._charge_running(running, now, projected_charge_s, ordered)
 
     # -- usage ---------------------------------------------------------------------------------
     def charge(self, path: AllocationPath, user: str | None, amount: float) -> None:
@@ -151,21 +156,30 @@ class FairTree:
         return charged
 
     def charge_running(
-        self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
+        self,
+        running: Iterable[RunningWorkload],
+        now: float,
+        projected_charge_s: float,
+        ordered: Callable[[Sequence[RunningWorkload]], bool] = in_start_order,
     ) -> None:
         """Charge each running workload what it still owes (``gpus * max(0, left)``), in the
         order given: the same additions ``charge`` would make, one workload after another. Made
-        when the usage is first read (at once if it was), from ``running`` as it is now."""
+        when the usage is first read (at once if it was), from ``running`` as it is now.
+        ``ordered``: tells whether a sequence lies in start order (a session's carry knows it)."""
         self.version += 1
         if self._unsettled is None:
-            self._charge_running(running, now, projected_charge_s)
+            self._charge_running(running, now, projected_charge_s, ordered)
         else:
-            self._unsettled[2].append((tuple(running), now, projected_charge_s))
+            self._unsettled[2].append((tuple(running), now, projected_charge_s, ordered))
 
     def _charge_running(
-        self, running: Iterable[RunningWorkload], now: float, projected_charge_s: float
+        self,
+        running: Iterable[RunningWorkload],
+        now: float,
+        projected_charge_s: float,
+        ordered: Callable[[Sequence[RunningWorkload]], bool],
     ) -> None:
-        # ``charge`` inlined (a pass charges every running workload): the same additions, in order,
+        # The bulk form of ``charge`` (a pass charges every running workload): the same additions, in order,
         # to each node along each path's ancestors, then the root. Each node's sum is kept in a list
         # at the node's slot meanwhile (the shape's order of the nodes, that of ``subtree``), the
         # root's in a local (no ancestor chain holds the root), and written back at the end: a
@@ -175,7 +189,7 @@ class FairTree:
         totals, slots = list(subtree.values()), shape.slots
         root = subtree[ROOT]
         user_usage, user_log = self.user_usage, self.user_log
-        for workload in _still_owing(running, now, projected_charge_s):
+        for workload in _still_owing(running, now, projected_charge_s, ordered):
             left = projected_charge_s - (now - workload.started_at)
             if not left > 0.0:  # max(0.0, left) == 0.0: owes nothing
                 continue
@@ -199,13 +213,11 @@ class FairTree:
         subtree[ROOT] = root
 
     # -- ranking -------------------------------------------------------------------------------
-    def key(self, path: AllocationPath) -> tuple[float, float]:
-        """Sort key among siblings, larger first: (budget / usage ~ LF, budget ~ S)."""
-        budget = self.budget[path]
-        if budget <= 0:
-            return (0.0, 0.0)  # S == 0: LF == 0 whatever the usage (unfunded ranks last)
-        used = self.subtree_usage[path]
-        return (budget / used if used > 0 else INFINITE, budget)
+    def key(self, path: AllocationPath, charged: Mapping[AllocationPath, float] | None = None) -> FairTreeKey:
+        """``path``'s Fair Tree key among its siblings (``rules.fair_tree_key``), from its usage
+        now, or from ``charged`` (``charged_usage``) when given."""
+        usage = self.subtree_usage if charged is None else charged
+        return fair_tree_key(self.budget[path], usage[path])
 
     def level_ratio(
         self,
@@ -225,21 +237,15 @@ class FairTree:
     def best_child(
         self, node: AllocationPath, eligible: Mapping[AllocationPath, int]
     ) -> AllocationPath | None:
-        """The child of ``node`` with the largest key among those with ``eligible[child] > 0``."""
-        best = None
-        best_ratio = best_budget = -1.0
-        budgets, usage = self.budget, self.subtree_usage
+        """The child of ``node`` with the largest key (``rules.fair_tree_key``) among those with
+        ``eligible[child] > 0``; the first of equal keys (the children are in name order)."""
+        best, best_key = None, _BELOW_EVERY_KEY
+        budget, usage = self.budget, self.subtree_usage
         for child in self.children.get(node, ()):
-            if child in eligible and eligible[child] > 0:  # (a test and a read, not a method call)
-                budget = budgets[child]  # key(child), inlined (a descent compares every sibling)
-                if budget <= 0:
-                    ratio = budget = 0.0
-                else:
-                    used = usage[child]
-                    ratio = budget / used if used > 0 else INFINITE
-                # key > the best key, as the tuples compare (a NaN too: never equal), without them
-                if ratio > best_ratio if ratio != best_ratio else budget > best_budget:
-                    best, best_ratio, best_budget = child, ratio, budget  # the first of equals wins
+            if eligible.get(child, 0) > 0:
+                key = fair_tree_key(budget[child], usage[child])
+                if key > best_key:
+                    best, best_key = child, key
         return best
 
     def ordered(self, paths: Iterable[AllocationPath]) -> list[AllocationPath]:
@@ -257,7 +263,7 @@ class FairTree:
         if node in wanted:
             order.append(node)
         children = [child for child in self.children.get(node, ()) if counts.get(child, 0)]
-        children.sort(key=lambda child: (-self.key(child)[0], -self.key(child)[1], child))
+        children.sort(key=lambda child: (*map(neg, self.key(child)), child))
         for child in children:
             self._walk(child, wanted, counts, order)
 
@@ -267,199 +273,54 @@ class FairTree:
         preemptor: AllocationPath,
         charged: Mapping[AllocationPath, float] | None = None,
     ) -> bool:
-        """True when ``victim``'s allocation ranks at or below ``preemptor``'s, compared at the
-        level where their paths part (the children of their closest common ancestor).
+        """``rules.may_take_from`` for ``victim``'s and ``preemptor``'s allocations, compared at
+        the level where their paths part (the children of their closest common ancestor); True
+        when one is the other's ancestor or the same (the user level decides).
         ``charged``: usage that overrides the tree's for the preemptor's chain (``charged_usage``);
         the victim's side never lies on that chain, so only the preemptor's key reads it."""
-        pair, partings = (victim, preemptor), self.parting
-        if pair in partings:  # (a test and a read, not a method call)
-            parting = partings[pair]
-        else:
-            parting = partings[pair] = self._parting(victim, preemptor)
+        pair = (victim, preemptor)
+        parting = self.parting.get(pair)
+        if parting is None:
+            parting = self.parting[pair] = self._parting(victim, preemptor)
         if not parting:
-            return True  # one is the other's ancestor or the same: the user level decides
-        victim_node, preemptor_node, budget, preemptor_budget = parting
-        # Each side's key (ratio, budget), as ``key`` makes it, compared as the tuples would be
-        # (first the ratios, then the budgets) without making them: most passes compare many.
-        if budget <= 0:
-            ratio = budget = 0.0
-        else:
-            used = self.subtree_usage[victim_node]
-            ratio = budget / used if used > 0 else INFINITE
-        if preemptor_budget <= 0:
-            preemptor_ratio = preemptor_budget = 0.0
-        else:
-            used = self.subtree_usage[preemptor_node] if charged is None else charged[preemptor_node]
-            preemptor_ratio = preemptor_budget / used if used > 0 else INFINITE
-        # the keys (ratio, budget) compared as tuples compare, without making them: the first
-        # items that differ (neither the same object nor equal, as for a NaN) decide
-        if ratio is not preemptor_ratio and ratio != preemptor_ratio:
-            return ratio < preemptor_ratio
-        if budget is not preemptor_budget and budget != preemptor_budget:
-            return budget < preemptor_budget
-        return victim_node >= preemptor_node
+            return True
+        victim_node, preemptor_node = parting
+        usage, budget = self.subtree_usage, self.budget
+        victim_key = fair_tree_key(budget[victim_node], usage[victim_node])
+        preemptor_usage = (usage if charged is None else charged)[preemptor_node]
+        preemptor_key = fair_tree_key(budget[preemptor_node], preemptor_usage)
+        return may_take_from(victim_key, victim_node, preemptor_key, preemptor_node)
 
     def _parting(self, victim: AllocationPath, preemptor: AllocationPath) -> tuple:
-        """(victim's node, preemptor's node, their budgets) where their paths part, or () when
-        they do not."""
+        """(victim's node, preemptor's node) where their paths part, or () when they do not."""
         victim_chain = self.ancestors.get(victim, (victim,))[::-1]
         preemptor_chain = self.ancestors.get(preemptor, (preemptor,))[::-1]
         for victim_node, preemptor_node in zip(victim_chain, preemptor_chain, strict=False):
             if victim_node != preemptor_node:
-                return (victim_node, preemptor_node, self.budget[victim_node], self.budget[preemptor_node])
+                return (victim_node, preemptor_node)
         return ()
 
     def user_key(self, path: AllocationPath, user: str) -> float:
         return self.user_usage.get((path, user), 0.0)
 
 
-class _LazyRatios(Mapping[AllocationPath, float]):
-    """``shape.fair_share_ratios(usage)``, worked out when first read (then kept). It holds the
-    shape, not the tree: a plan kept unread keeps nothing of its pass alive."""
-
-    def __init__(self, shape: _TreeShape, usage: dict[AllocationPath, float]) -> None:
-        self._shape: _TreeShape | None = shape
-        self._usage = usage
-        self._ratios: dict[AllocationPath, float] = {}
-
-    def _worked_out(self) -> dict[AllocationPath, float]:
-        shape = self._shape
-        if shape is not None:
-            self._ratios = shape.fair_share_ratios(self._usage)
-            self._shape = None
-        return self._ratios
-
-    def __getitem__(self, path: AllocationPath) -> float:
-        return self._worked_out()[path]
-
-    def __iter__(self) -> Iterator[AllocationPath]:
-        return iter(self._worked_out())
-
-    def __len__(self) -> int:
-        return len(self._worked_out())
-
-    def __repr__(self) -> str:
-        return repr(self._worked_out())
-
-
 def _still_owing(
-    running: Iterable[RunningWorkload], now: float, projected_charge_s: float
+    running: Iterable[RunningWorkload],
+    now: float,
+    projected_charge_s: float,
+    ordered: Callable[[Sequence[RunningWorkload]], bool],
 ) -> Iterable[RunningWorkload]:
     """``running``, or a suffix of it holding every workload that may still owe a charge.
 
     Work past its projected charge (``projected_charge_s - (now - started_at) <= 0``) is skipped
     by ``charge_running`` anyway, and most running work is. When ``running`` lies in start order
-    (the simulator lists it so; ``filing.in_start_order`` knows it for the tuple the pass filed),
+    (the simulator lists it so; ``ordered``, a session's carry, knows it for the tuple the pass filed),
     that test fails for a prefix and holds for the rest: float subtraction is monotone, so the
     first workload that owes is found by bisection, and the skipped prefix contributes no addition
     (the sums keep their order)."""
-    if not isinstance(running, tuple | list) or not in_start_order(running):
+    if not isinstance(running, tuple | list) or not ordered(running):
         return running
     first = bisect_left(
         running, True, key=lambda workload: projected_charge_s - (now - workload.started_at) > 0.0
     )
     return running[first:] if first else running
-
-
-class _TreeShape:
-    """What a budget tree fixes for every pass over it: parents, budgets, name-sorted children,
-    limits, sibling budget totals, the funded paths and each path's ancestors. Read-only once built."""
-
-    def __init__(self, tree: Iterable[BudgetNodeSpec], extra_allocations: Iterable[AllocationPath]) -> None:
-        self.parent: dict[AllocationPath, AllocationPath] = {}
-        self.budget: dict[AllocationPath, float] = {ROOT: 0.0}
-        self.children: dict[AllocationPath, list[AllocationPath]] = {ROOT: []}
-        self.limit: dict[AllocationPath, int] = {}
-        for spec in tree:
-            self._add(spec.path, spec.parent or ROOT, max(spec.budget, 0.0), spec.concurrency_limit)
-        for path in extra_allocations:  # charged to a node the tree does not know: unfunded
-            if path not in self.budget:
-                self._add(path, ROOT, 0.0, None)
-        for path in list(self.parent):
-            if self.parent[path] not in self.budget:  # orphan: hang it under the root
-                self.parent[path] = ROOT
-        for path, parent in self.parent.items():
-            self.children[parent].append(path)
-        for names in self.children.values():
-            names.sort()
-        self.sibling_budget = {
-            parent: sum(self.budget[s] for s in names) for parent, names in self.children.items()
-        }
-        self.funded = self._funded_paths()
-        self.funded_sorted = sorted(self.funded)
-        self.ancestors = {path: self._ancestors(path) for path in self.budget}
-        # path -> the slots (places in ``budget``'s order) of its ancestors (the root is not one)
-        slot_of = {path: slot for slot, path in enumerate(self.budget)}
-        self.slots = {path: tuple(map(slot_of.__getitem__, chain)) for path, chain in self.ancestors.items()}
-        self.parting: dict[tuple[AllocationPath, AllocationPath], tuple] = {}
-
-    def level_ratio(
-        self,
-        path: AllocationPath,
-        sibling_usage: dict[AllocationPath, float] | None,
-        usage: Mapping[AllocationPath, float],
-    ) -> float:
-        """``FairTree.level_ratio`` over the subtree usage ``usage``."""
-        parent = self.parent.get(path, ROOT)
-        total_budget = self.sibling_budget[parent]
-        total_usage = sibling_usage.get(parent) if sibling_usage is not None else None
-        if total_usage is None:
-            total_usage = sum(usage[s] for s in self.children[parent])
-            if sibling_usage is not None:
-                sibling_usage[parent] = total_usage
-        used = usage[path] / total_usage if total_usage > 0 else 0.0
-        share = self.budget[path] / total_budget if total_budget > 0 else 0.0
-        if share == 0:
-            return INFINITE if used > 0 else 0.0
-        return used / share
-
-    def fair_share_ratios(self, usage: Mapping[AllocationPath, float]) -> dict[AllocationPath, float]:
-        """``FairTree.fair_share_ratios`` over the subtree usage ``usage``."""
-        totals: dict[AllocationPath, float] = {}  # each sibling set summed once, not once per sibling
-        return {path: self.level_ratio(path, totals, usage) for path in self.funded_sorted}
-
-    def _add(self, path: AllocationPath, parent: AllocationPath, budget: float, limit: int | None) -> None:
-        self.parent[path] = parent
-        self.budget[path] = budget
-        self.children.setdefault(path, [])
-        if limit is not None:
-            self.limit[path] = limit
-
-    def _funded_paths(self) -> frozenset[AllocationPath]:
-        funded: set[AllocationPath] = set()
-        stack = [child for child in self.children[ROOT] if self.budget[child] > 0]
-        while stack:
-            path = stack.pop()
-            funded.add(path)
-            stack.extend(child for child in self.children[path] if self.budget[child] > 0)
-        return frozenset(funded)
-
-    def _ancestors(self, path: AllocationPath) -> tuple[AllocationPath, ...]:
-        """The path itself, then each ancestor up to (not including) the root."""
-        chain = []
-        while path != ROOT and path in self.parent:
-            chain.append(path)
-            path = self.parent[path]
-        return tuple(chain)
-
-
-# A tree tuple -> its shapes (one per set of extra allocations it lacks), see memo.py.
-_SHAPES: ByIdentity[dict[frozenset, _TreeShape]] = ByIdentity()
-
-
-def _shape_of(tree: Iterable[BudgetNodeSpec], extra_allocations: Iterable[AllocationPath]) -> _TreeShape:
-    if not isinstance(tree, tuple):
-        return _TreeShape(tree, sorted(set(extra_allocations)))
-    shapes = _SHAPES.get(tree, dict)
-    base = shapes.get(frozenset())
-    if base is None:
-        base = shapes[frozenset()] = _TreeShape(tree, ())
-    missing = frozenset(extra_allocations).difference(base.budget)
-    if not missing:
-        return base
-    shape = shapes.get(missing)
-    if shape is None:
-        if len(shapes) >= _SHAPES.kept:  # keep the base, drop the oldest other
-            shapes.pop(next(key for key in shapes if key))
-        shape = shapes[missing] = _TreeShape(tree, sorted(missing))
-    return shape

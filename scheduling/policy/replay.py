@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduling.policy.types import PendingWorkload, Plan, RunningWorkload, Snapshot
+from scheduling.policy.types import PendingWorkload, Placement, Plan, RunningWorkload, Snapshot
 
 
 def after_plan(snapshot: Snapshot, result: Plan, now: float) -> Snapshot:
@@ -28,12 +28,15 @@ def after_plan(snapshot: Snapshot, result: Plan, now: float) -> Snapshot:
         if start is None:
             pending.append(workload)
         else:  # a requeued victim may restart in the same pass (a move)
-            running.append(_as_running(workload, start.placement, start.protected_until, start.funded, now))
+            running.append(as_running(workload, start.placement, start.protected_until, start.funded, now))
     pending.sort(key=lambda workload: (workload.submitted_at, workload.id))
     return replace(snapshot, running=tuple(running), pending=tuple(pending))
 
 
-def _as_running(workload: PendingWorkload, placement, protected_until: float, funded: bool, now: float):
+def as_running(
+    workload: PendingWorkload, placement: Placement, protected_until: float, funded: bool, now: float
+) -> RunningWorkload:
+    """``workload`` as it runs once started at ``now`` on ``placement``."""
     runtime = workload.max_runtime_s
     return RunningWorkload(
         id=workload.id,

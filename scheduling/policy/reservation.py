@@ -17,10 +17,10 @@ of k whole nodes at the k-th earliest "wholly free" time within one domain (ties
 or across domains when no single domain has k nodes. ``inf`` means unknown.
 
 Whole nodes of one size (the usual gang, or one whole node) are picked from an order carried
-from pass to pass (``_Order``): per domain, the nodes sorted by (time wholly free, name) as their
+from pass to pass (``ReleaseOrder``): per domain, the nodes sorted by (time wholly free, name) as their
 release keys say, the time not clamped to ``now``. Clamping keeps that order except that every
 node free by ``now`` ties at ``now`` and goes by name, so the earliest k are read off it
-(``_first``). A pass re-sorts only the nodes whose key changed since (found by identity), and
+(``first_nodes``). A pass re-sorts only the nodes whose key changed since (found by identity), and
 works out the nodes it changed itself on a copy of their domain's list; without keys (filed
 afresh, as a live pass is) every node is worked out as before.
 """
@@ -28,26 +28,30 @@ afresh, as a live pass is) every node is worked out as before.
 from __future__ import annotations
 
 import math
-import threading
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import chain, compress, repeat
-from operator import is_not, itemgetter
+from itertools import chain
+from typing import TYPE_CHECKING
 
-from scheduling.policy.memo import ByIdentity
 from scheduling.policy.placement import Shape
+from scheduling.policy.release_order import (
+    NEVER,
+    UNKNOWN,
+    UNSEEN,
+    Kind,
+    ReleaseOrder,
+    first_nodes,
+    layout_of,
+    pick_nodes,
+    release_key,
+)
+from scheduling.policy.rules import release_at
 from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
 
+if TYPE_CHECKING:
+    from scheduling.policy.session import PlanningSession
+
 INFINITE = math.inf
-
-
-def release_at(workload: RunningWorkload, now: float, preemptive: bool = True) -> float:
-    end = workload.expected_end if workload.expected_end is not None else INFINITE
-    if not preemptive:
-        return end
-    if not workload.funded:
-        return now
-    return min(end, max(workload.protected_until, now))
 
 
 class ReleaseProfile:
@@ -63,20 +67,24 @@ class ReleaseProfile:
         keys: dict[str, tuple[float, float] | None] | None = None,
         changed: Iterable[str] = (),
         source: tuple[ClusterNodeSpec, ...] | None = None,
+        session: PlanningSession | None = None,
     ) -> None:
         """``keys``: what earlier profiles worked out per node from its occupants alone (see
-        ``_key``), kept by the caller while those occupants stay; ``changed``: the nodes whose
+        ``release_key``), kept by the caller while those occupants stay; ``changed``: the nodes whose
         occupants changed since (their keys are not read, nor written). ``source``: the tuple
         ``nodes`` were taken from (its healthy ones), when the caller passes the same tuple from
-        pass to pass: what is read off it alone is then kept (``_Layout``), and with ``keys`` the
-        order of the nodes by release time too (``_Order``).
+        pass to pass: what is read off it alone is then kept (``Layout``), and with ``keys`` the
+        order of the nodes by release time too (``ReleaseOrder``), in ``session`` (None: within
+        this profile only).
 
         A node's free GPUs and occupants are read from ``free`` and ``occupants`` when first
         needed, not copied: the caller changes them only for nodes it then ``refresh``es."""
         self.now = now
         self.preemptive = preemptive
         self.free, self.occupants = free, occupants
-        self.layout = _layout(nodes, free, source)
+        self.session = session
+        self.order: ReleaseOrder | None = None  # without a session: this profile's own
+        self.layout = layout_of(nodes, free, source, session)
         self.nodes = self.layout.by_name
         self.time_for: dict[str, list[float]] = {}  # made when first asked for (see _times)
         self.whole_at: dict[str, float] = {}  # time_for[name][size], when asked for alone (_whole)
@@ -107,65 +115,63 @@ class ReleaseProfile:
         return (self._times(node) if times is None else times)[count]
 
     def _wholes(self, nodes: Iterable[ClusterNodeSpec]) -> list[float]:
-        """``[_times(node)[node.gpus] for node in nodes]``, mostly without the lists: when a node's
-        work holds exactly what it lacks, that is its last release (clamped to now), whatever the
-        order of the others; when it holds less, never."""
-        now, preemptive = self.now, self.preemptive
-        whole_at, time_for, state = self.whole_at, self.time_for, self._state
-        keys, changed = self.keys, self.changed
-        found = []
-        for node in nodes:
-            name, size = node.name, node.gpus
-            whole = whole_at.get(name)
-            if whole is None:
-                times = time_for.get(name)
-                if times is not None:
-                    whole = times[size]
-                elif keys is not None and name not in changed:
-                    key = keys.get(name, _UNKNOWN)
-                    if key is _UNKNOWN:
-                        left, here = state(name)
-                        key = keys[name] = _key(name, size, left, here)
-                    if key is None:
-                        whole = self._times(node)[size]
-                    else:
-                        latest = key[0] if preemptive else key[1]
-                        whole = whole_at[name] = latest if latest >= now else now
-                else:
-                    left, here = state(name)
-                    if 0 <= left < size and here:
-                        total, latest = left, -INFINITE
-                        for workload in here:
-                            end = workload.expected_end  # release_at, inlined (the hot path)
-                            if end is None:
-                                end = INFINITE
-                            if preemptive:
-                                if not workload.funded:
-                                    end = now
-                                else:
-                                    protected = workload.protected_until
-                                    if now > protected:
-                                        protected = now
-                                    if protected < end:
-                                        end = protected
-                            for placed, gpus in workload.placement:
-                                if placed == name:
-                                    if gpus <= 0:
-                                        total = -1  # not the plain case: work it out in full
-                                        break
-                                    total += gpus
-                                    if end > latest:
-                                        latest = end
-                            if total < 0:
-                                break
-                        if total == size:
-                            whole = whole_at[name] = latest if latest >= now else now
-                        elif 0 <= total < size:
-                            whole = whole_at[name] = INFINITE
-                    if whole is None:
-                        whole = self._times(node)[size]
-            found.append(whole)
-        return found
+        """``[_times(node)[node.gpus] for node in nodes]`` (``_whole``)."""
+        return list(map(self._whole, nodes))
+
+    def _whole(self, node: ClusterNodeSpec) -> float:
+        """When ``node`` is wholly free: ``_times(node)[node.gpus]``, mostly without the list:
+        from the release key kept for it, or from its occupants when their work holds exactly
+        what it lacks (``_whole_from_occupants``)."""
+        name, size = node.name, node.gpus
+        whole = self.whole_at.get(name)
+        if whole is not None:
+            return whole
+        times = self.time_for.get(name)
+        if times is not None:
+            return times[size]
+        if self.keys is not None and name not in self.changed:
+            whole = self._whole_from_key(name, size)
+        else:
+            whole = self._whole_from_occupants(name, size)
+        return self._times(node)[size] if whole is None else whole
+
+    def _whole_from_key(self, name: str, size: int) -> float | None:
+        """When ``name`` is wholly free, from its release key (worked out and kept if missing);
+        None when the key does not settle it."""
+        keys = self.keys
+        key = keys.get(name, UNKNOWN)
+        if key is UNKNOWN:
+            left, here = self._state(name)
+            key = keys[name] = release_key(name, size, left, here)
+        if key is None:
+            return None
+        latest = key[0] if self.preemptive else key[1]
+        whole = self.whole_at[name] = latest if latest >= self.now else self.now
+        return whole
+
+    def _whole_from_occupants(self, name: str, size: int) -> float | None:
+        """When ``name`` is wholly free, when its work holds exactly what it lacks: its last
+        release (clamped to now); never when its work holds less; None when that does not
+        settle it (``_times`` works it out in full)."""
+        left, here = self._state(name)
+        if not (0 <= left < size and here):
+            return None
+        total, latest, now = left, -INFINITE, self.now
+        for workload in here:
+            end = release_at(workload, now, self.preemptive)
+            for placed, gpus in workload.placement:
+                if placed == name:
+                    if gpus <= 0:
+                        return None  # not the plain case: work it out in full
+                    total += gpus
+                    latest = max(latest, end)
+        if total == size:
+            whole = self.whole_at[name] = latest if latest >= now else now
+            return whole
+        if 0 <= total < size:
+            whole = self.whole_at[name] = INFINITE
+            return whole
+        return None
 
     def _release(self, workload: RunningWorkload) -> float:
         return release_at(workload, self.now, self.preemptive)
@@ -193,21 +199,7 @@ class ReleaseProfile:
         if not 0 <= left <= size:
             times = self.time_for[name] = _times_per_count(size, left, events, now)
             return times
-        # _times_per_count, inlined: each release fills the counts it reaches at once (the
-        # count g is free when the release that brings the total to g or more happens)
-        times = [now] * (size + 1)
-        available = left
-        for end, gpus in events:
-            if available >= size:
-                break
-            reached = available + gpus
-            if reached > available:
-                if reached > size:
-                    reached = size
-                times[available + 1 : reached + 1] = [end if end >= now else now] * (reached - available)
-                available = reached
-        if available < size:  # nothing more is released: never
-            times[available + 1 :] = [INFINITE] * (size - available)
+        times = _fill_times(size, left, events, now)
         self.time_for[name] = times
         return times
 
@@ -227,17 +219,19 @@ class ReleaseProfile:
             return self._whole_nodes(gpus // per_node, kind)
         return self._many_nodes(gpus // per_node, per_node, kind.nodes)
 
-    def _first_whole(self, gpus: int, kind: _Kind) -> tuple[float, tuple[str, ...]]:
+    def _first_whole(self, gpus: int, kind: Kind) -> tuple[float, tuple[str, ...]]:
         """``_one_node`` for a shape that takes a whole node, all candidates being of its size:
         the earliest (time, name) of the domains' earliest."""
-        best = min(filter(None, (_first(timed, 1, self.now) for timed in self._timed(kind))), default=None)
+        best = min(
+            filter(None, (first_nodes(timed, 1, self.now) for timed in self._timed(kind))), default=None
+        )
         if best is None:
             return INFINITE, ()
         return best
 
-    def _whole_nodes(self, count: int, kind: _Kind) -> tuple[float, tuple[str, ...]]:
+    def _whole_nodes(self, count: int, kind: Kind) -> tuple[float, tuple[str, ...]]:
         """``_many_nodes`` for a gang of ``count`` whole nodes, all candidates being of one size,
-        from the nodes in release order (``_Order``): the domain whose ``count``-th node is free
+        from the nodes in release order (``ReleaseOrder``): the domain whose ``count``-th node is free
         first (ties by domain name); when none has enough, the nodes of all domains together."""
         now = self.now
         listed = self._timed(kind)
@@ -250,19 +244,19 @@ class ReleaseProfile:
                     if best is None or option < best:
                         best, chosen = option, timed
         if chosen is not None:
-            return _pick(chosen, count, now)
-        everything = sorted(chain.from_iterable(timed[: bisect_left(timed, _NEVER)] for timed in listed))
-        return _first(everything, count, now) or (INFINITE, ())
+            return pick_nodes(chosen, count, now)
+        everything = sorted(chain.from_iterable(timed[: bisect_left(timed, NEVER)] for timed in listed))
+        return first_nodes(everything, count, now) or (INFINITE, ())
 
-    def _timed(self, kind: _Kind) -> list[list[tuple[float, str]]]:
+    def _timed(self, kind: Kind) -> list[list[tuple[float, str]]]:
         """Per domain of ``kind`` (in ``kind.domains`` order), its nodes as (time wholly free,
         name), in that order, inf last. Times before ``now`` are not clamped to it: they all mean
-        "now", so the nodes free now are the ones up to ``now`` (see ``_first``). Nodes this pass
+        "now", so the nodes free now are the ones up to ``now`` (see ``first_nodes``). Nodes this pass
         changed and nodes whose key does not settle it are worked out here (``_wholes``): the
         lists of their domains are copies, the others the carried lists themselves."""
         keys = self.keys
         assert keys is not None  # (earliest reads an order only with keys)
-        ranks = _order(keys, self.layout, self.preemptive).ranks(kind)
+        ranks = self._release_order(keys).ranks(kind)
         listed = ranks.synced(self, keys)
         changed, where = self.changed, ranks.where
         aside = [name for name in changed if name in where] if changed else []
@@ -277,10 +271,27 @@ class ReleaseProfile:
                     listed[at] = list(listed[at])
                 timed = listed[at]
                 key = ranks.seen[where[name]]
-                if key is not None and key is not _UNSEEN:  # its carried entry: not this pass's
+                if key is not None and key is not UNSEEN:  # its carried entry: not this pass's
                     del timed[bisect_left(timed, (key[ranks.index], name))]
                 insort(timed, (self._wholes((nodes[name],))[0], name))
         return listed
+
+    def _release_order(self, keys: dict) -> ReleaseOrder:
+        """The order carried in the session (or this profile) for ``keys`` and the layout; a new
+        one for new ones."""
+        order = self.session.release_order if self.session is not None else self.order
+        if (
+            order is None
+            or order.keys is not keys
+            or order.layout is not self.layout
+            or order.preemptive != self.preemptive
+        ):
+            order = ReleaseOrder(keys, self.layout, self.preemptive)
+            if self.session is not None:
+                self.session.release_order = order
+            else:
+                self.order = order
+        return order
 
     def _one_node(self, gpus: int, candidates: list[ClusterNodeSpec]) -> tuple[float, tuple[str, ...]]:
         best = min(((self._at(n, gpus), n.name) for n in candidates if n.gpus >= gpus), default=None)
@@ -316,199 +327,22 @@ class ReleaseProfile:
         return everything[count - 1][0], tuple(sorted(name for _, name in everything[:count]))
 
 
-_UNKNOWN = object()
-_UNSEEN = object()  # a node not in a carried order (yet, or any more)
-_NEVER = (INFINITE,)  # sorts before every (inf, name) and after every (finite time, name)
-_TIME, _NAME = itemgetter(0), itemgetter(1)
-_LOCAL = threading.local()  # one carried order per thread (see _order)
-
-
-def _first(timed: list[tuple[float, str]], count: int, now: float) -> tuple[float, tuple[str, ...]] | None:
-    """(start, names) of the ``count`` earliest of ``timed`` (sorted (time, name), times not
-    clamped to ``now``), as sorting them by (max(time, now), name) would pick them: the nodes
-    free by ``now`` all tie at ``now`` and go by name; the others come after them by (time, name).
-    None when fewer than ``count`` are ever free."""
-    if len(timed) < count or timed[count - 1][0] == INFINITE:
-        return None
-    return _pick(timed, count, now)
-
-
-def _pick(timed: list[tuple[float, str]], count: int, now: float) -> tuple[float, tuple[str, ...]]:
-    """``_first`` of ``timed`` that has at least ``count`` finite times."""
-    ready = bisect_right(timed, now, key=_TIME)
-    if ready >= count:
-        return now, tuple(sorted(map(_NAME, timed[:ready]))[:count])
-    return timed[count - 1][0], tuple(sorted(map(_NAME, timed[:count])))
-
-
-class _Kind:
-    """The candidates for one GPU type (None: any) among a profile's nodes, in their order."""
-
-    def __init__(self, nodes: list[ClusterNodeSpec]) -> None:
-        self.nodes = nodes
-        sizes = {node.gpus for node in nodes}
-        self.largest = max(sizes, default=None)
-        self.size = sizes.pop() if len(sizes) == 1 else None  # the one size of them all
-        members: dict[str, list[ClusterNodeSpec]] = {}
-        for node in nodes:
-            members.setdefault(node.domain, []).append(node)
-        self.domains = list(members)  # in order of first appearance
-        self.members = list(members.values())
-
-
-class _Layout:
-    """What a profile reads off its nodes alone (``by_name``: the healthy nodes it covers)."""
-
-    def __init__(self, by_name: dict[str, ClusterNodeSpec]) -> None:
-        self.by_name = by_name
-        self.kinds: dict[str | None, _Kind] = {}
-
-    def kind(self, gpu_type: str | None) -> _Kind:
-        kind = self.kinds.get(gpu_type)
-        if kind is None:
-            kind = self.kinds[gpu_type] = _Kind(
-                [node for node in self.by_name.values() if gpu_type in (None, node.gpu_type)]
-            )
-        return kind
-
-
-_LAYOUTS: ByIdentity[_Layout] = ByIdentity()  # a nodes tuple -> its layout (memo.py)
-
-
-def _layout(nodes: Iterable[ClusterNodeSpec], free: Mapping[str, int], source: tuple | None) -> _Layout:
-    """The layout of ``nodes`` that are in ``free``; kept per ``source`` tuple (the nodes are its
-    healthy ones) as long as ``free`` covers exactly those."""
-    if type(source) is tuple:
-        layout = _LAYOUTS.get(source, lambda: _Layout({node.name: node for node in source if node.healthy}))
-        if layout.by_name.keys() == free.keys():
-            return layout
-    return _Layout({node.name: node for node in nodes if node.name in free})
-
-
-class _Ranks:
-    """The candidates of one kind, per domain, sorted by when each is wholly free as its key in
-    ``keys`` says (``_key``): (time, name), the time not clamped to ``now``. Kept in step with
-    ``keys`` by identity: a key the caller dropped or replaced is a node to sort again. Nodes
-    whose key does not settle it (None) are in ``unsettled``, not in the order; nodes without
-    a key (changed by a pass before their key was worked out) are in neither, but ``pending``.
-
-    Keys that log the nodes they drop (``filing.ReleaseKeys``) are looked up only for the nodes
-    logged since the last look and the pending ones: a key is only ever written where there is
-    none (here and in ``ReleaseProfile._wholes``), so every other node's key is the one it is
-    sorted by. Other keys (and a new log) are looked up for every node."""
-
-    def __init__(self, kind: _Kind, preemptive: bool) -> None:
-        self.kind = kind
-        self.names = [node.name for members in kind.members for node in members]
-        self.where = {name: at for at, name in enumerate(self.names)}
-        self.domain_of = [at for at, members in enumerate(kind.members) for _ in members]
-        self.size = [node.gpus for members in kind.members for node in members]
-        self.index = 0 if preemptive else 1  # which time of a key counts
-        self.seen: list = [_UNSEEN] * len(self.names)  # the key each node is sorted by (or not)
-        self.listed: list[list[tuple[float, str]]] = [[] for _ in kind.members]
-        self.unsettled: set[str] = set()
-        self.pending: set[int] = set(range(len(self.names)))  # where seen is _UNSEEN
-        self.read: tuple[int, int] | None = None  # (epoch, length) of the keys' log when last read
-
-    def synced(
-        self, profile: ReleaseProfile, keys: dict[str, tuple[float, float] | None]
-    ) -> list[list[tuple[float, str]]]:
-        """The order per domain, after sorting again the nodes whose key changed (the lists
-        themselves: not to be changed). Keys missing for nodes the profile did not change are
-        worked out and kept, as ``_wholes`` does."""
-        names, seen = self.names, self.seen
-        dropped = getattr(keys, "dropped", None)
-        read, self.read = self.read, None if dropped is None else (keys.epoch, len(dropped))
-        if read is None or read[0] != keys.epoch:
-            current = list(map(keys.get, names, repeat(_UNKNOWN)))
-            moved = [(at, current[at]) for at in compress(range(len(names)), map(is_not, current, seen))]
-        else:
-            where, get = self.where, keys.get
-            looked = self.pending.union(where[name] for name in dropped[read[1] :] if name in where)
-            moved = [(at, key) for at in sorted(looked) if (key := get(names[at], _UNKNOWN)) is not seen[at]]
-        listed, index, changed, pending = self.listed, self.index, profile.changed, self.pending
-        for at, key in moved:
-            name, old = names[at], seen[at]
-            timed = listed[self.domain_of[at]]
-            if old is None:
-                self.unsettled.discard(name)
-            elif old is not _UNSEEN:
-                del timed[bisect_left(timed, (old[index], name))]
-            if key is _UNKNOWN and name not in changed:
-                left, here = profile._state(name)
-                key = keys[name] = _key(name, self.size[at], left, here)
-            if key is _UNKNOWN:  # changed in this pass: looked at again next time
-                seen[at] = _UNSEEN
-                pending.add(at)
-                continue
-            pending.discard(at)
-            if key is None:
-                seen[at] = None
-                self.unsettled.add(name)
-            else:
-                seen[at] = key
-                insort(timed, (key[index], name))
-        return listed
-
-
-class _Order:
-    """The nodes in release order per kind, carried from pass to pass while the release keys
-    (the filing's, see filing.py), the layout and the rule (preemptive or not) stay the same."""
-
-    def __init__(self, keys: dict, layout: _Layout, preemptive: bool) -> None:
-        self.keys, self.layout, self.preemptive = keys, layout, preemptive
-        self.kinds: dict[int, _Ranks] = {}  # by the kind's id (the layout holds the kinds)
-
-    def ranks(self, kind: _Kind) -> _Ranks:
-        ranks = self.kinds.get(id(kind))
-        if ranks is None or ranks.kind is not kind:
-            ranks = self.kinds[id(kind)] = _Ranks(kind, self.preemptive)
-        return ranks
-
-
-def _order(keys: dict, layout: _Layout, preemptive: bool) -> _Order:
-    """This thread's carried order for ``keys`` and ``layout``; a new one for new ones."""
-    order = getattr(_LOCAL, "order", None)
-    if (
-        order is None
-        or order.keys is not keys
-        or order.layout is not layout
-        or order.preemptive != preemptive
-    ):
-        order = _LOCAL.order = _Order(keys, layout, preemptive)
-    return order
-
-
-def _key(
-    name: str, size: int, left: int, here: Sequence[RunningWorkload] | None
-) -> tuple[float, float] | None:
-    """What decides when ``name`` is wholly free, from its occupants alone (``now`` aside):
-    (latest of the funded work's min(expected end, protected until), latest expected end), so
-    that it is wholly free at max(now, the first) when waiters may preempt, else at max(now, the
-    second) (``release_at``, clamped as ``_wholes`` clamps it); (inf, inf) when its work holds
-    less than it lacks (never); None when that does not settle it (work it out in full)."""
-    if not (0 <= left < size and here):
-        return None
-    total, preempting, declared = left, -INFINITE, -INFINITE
-    for workload in here:
-        end = workload.expected_end
-        if end is None:
-            end = INFINITE
-        if end > declared:
-            declared = end
-        if workload.funded:
-            protected = workload.protected_until
-            held = end if end < protected else protected
-            if held > preempting:
-                preempting = held
-        for placed, gpus in workload.placement:
-            if placed == name:
-                if gpus <= 0:
-                    return None
-                total += gpus
-    if total == size:
-        return (preempting, declared)
-    return (INFINITE, INFINITE) if total < size else None
+def _fill_times(size: int, free: int, events: list[tuple[float, int]], now: float) -> list[float]:
+    """``_times_per_count`` for ``0 <= free <= size``, one release at a time: each release fills
+    the counts it reaches at once (the count g is free when the release that brings the total to
+    g or more happens); counts no release reaches are never free."""
+    times = [now] * (size + 1)
+    available = free
+    for end, gpus in events:
+        if available >= size:
+            break
+        reached = min(available + gpus, size)
+        if reached > available:
+            times[available + 1 : reached + 1] = [end if end >= now else now] * (reached - available)
+            available = reached
+    if available < size:
+        times[available + 1 :] = [INFINITE] * (size - available)
+    return times
 
 
 def _times_per_count(size: int, free: int, events: list[tuple[float, int]], now: float) -> list[float]:

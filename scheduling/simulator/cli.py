@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from scheduling import compiled
 from scheduling.simulator import POLICIES, SimulationInput, SimulationResult, policy_config, run_simulation
 from scheduling.simulator.report import render_html
 from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario, node_outages
@@ -274,15 +273,4 @@ def side_by_side(results: Sequence[SimulationResult]) -> str:
     table = "".join(
         f"{row[0]:<{width}}  " + "  ".join(f"{cell:>12}" for cell in row[1:]) + "\n" for row in rows
     )
-    return table + _how_it_ran()
-
-
-def _how_it_ran() -> str:
-    """Whether the pass ran compiled: the wall times above depend on it, the decisions do not."""
-    ran = len(compiled.active())
-    if ran == len(compiled.MODULES):
-        return f"(the pass and the engine ran compiled: {ran} of {ran} modules)\n"
-    return (
-        f"(the pass ran as plain Python, {ran} of {len(compiled.MODULES)} modules compiled: "
-        "`python -m scheduling.compile` makes it about 1.5x faster, same decisions)\n"
-    )
+    return table

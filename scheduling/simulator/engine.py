@@ -31,6 +31,7 @@ from scheduling.policy import (
     Start,
 )
 from scheduling.policy.planner import plan_grouped
+from scheduling.policy.session import PlanningSession
 from scheduling.simulator.metrics import Ledger, entitlement_fractions
 from scheduling.simulator.model import NodeOutage, SimJob, SimulationError, SimulationInput
 from scheduling.simulator.pending import PendingGroups
@@ -153,6 +154,8 @@ class Engine:
         self.next_pass: float | None = None
         self.last_pass_at = -math.inf
         self.node_tuple: tuple[ClusterNodeSpec, ...] = inputs.cluster_nodes
+        # What the policy carries from pass to pass (the filing of the running work, orders, memos)
+        self.session = PlanningSession()
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -287,7 +290,9 @@ class Engine:
         if self.planner is None:
             grouped = self.queue.grouped()
             began = time.perf_counter()
-            result = plan_grouped(snapshot, self.now, self.config, grouped, explain=False)
+            result = plan_grouped(
+                snapshot, self.now, self.config, grouped, session=self.session, explain=False
+            )
         else:
             began = time.perf_counter()
             result = self.planner(snapshot, self.now, self.config)

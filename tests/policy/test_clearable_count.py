@@ -8,18 +8,18 @@ from dataclasses import replace
 import pytest
 
 from benchmarks.policy_pass import NOW, build_snapshot
-from scheduling.policy import PolicyConfig, preempting
+from scheduling.policy import PlanningSession, PolicyConfig
+from scheduling.policy.clearable import _Clearable
 from scheduling.policy.planner import _Pass
-from scheduling.policy.preempting import _Clearable
 
 
 def counted_as_changed(planning: _Pass, index) -> dict:  # noqa: ANN001 - a FreeIndex
-    """The incremental branch of ``_clearable``, from an empty state with every node changed."""
-    state = planning.clearable[id(index)] = _Clearable()
-    state.relief = planning.relief - 1  # stale: ``_clearable`` counts what changed
+    """The incremental branch of ``ClearableNodes.on``, from an empty state with every node changed."""
+    state = planning.clearable.states[index] = _Clearable()
+    state.relief = planning.relief - 1  # stale: ``ClearableNodes.on`` counts what changed
     state.filed = len(index.filings)
     state.changed = set(index.free)
-    return planning._clearable(index)
+    return planning.clearable.on(index, planning.relief, planning._node_needs)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5], ids=lambda seed: f"seed-{seed}")
@@ -30,7 +30,7 @@ def test_the_first_count_equals_counting_every_node_as_changed(seed: int, busy: 
     planning._rank()
     planning._index()
 
-    first = planning._clearable(planning.index)
+    first = planning.clearable.on(planning.index, planning.relief, planning._node_needs)
     assert first, "the cluster has nodes to count"
 
     assert counted_as_changed(planning, planning.index) == first
@@ -52,20 +52,19 @@ def test_a_count_carried_from_an_earlier_pass_equals_counting_afresh(seed: int) 
     earlier = build_snapshot(pending=200, nodes=60, seed=seed, busy=1.0)
     later = replace(earlier, running=tuple(w for at, w in enumerate(earlier.running) if at % 5))
 
-    def first_count(snapshot, now: float) -> tuple[dict, dict]:  # noqa: ANN001 - a Snapshot
-        planning = _Pass(snapshot, now, PolicyConfig(), None, explain=False)
+    def first_count(snapshot, now: float, session: PlanningSession) -> tuple[dict, dict]:  # noqa: ANN001
+        planning = _Pass(snapshot, now, PolicyConfig(), None, False, session)
         planning._rank()
         planning._index()
-        found = planning._clearable(planning.index)
-        return found, planning.clearable[id(planning.index)].contributions
+        found = planning.clearable.on(planning.index, planning.relief, planning._node_needs)
+        return found, planning.clearable.states[planning.index].contributions
 
-    preempting._LOCAL.counted = None
-    first_count(earlier, NOW)
-    assert preempting._LOCAL.counted.nodes is earlier.nodes  # carried to the next pass
+    session = PlanningSession()
+    first_count(earlier, NOW, session)
+    assert session.clearable_count.nodes is earlier.nodes  # carried to the next pass
     for now in (NOW, NOW + 6 * 3600.0):
-        preempting._LOCAL.counted = None
-        afresh = first_count(later, now)
-        first_count(earlier, NOW)
-        carried = first_count(later, now)
+        afresh = first_count(later, now, PlanningSession())
+        first_count(earlier, NOW, session)
+        carried = first_count(later, now, session)
         assert _without_empty(carried[0]) == _without_empty(afresh[0])
         assert carried[1] == afresh[1]

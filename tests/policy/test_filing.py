@@ -11,7 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from scheduling.policy import ClusterNodeSpec, PolicyConfig, RunningWorkload, filing, plan, planner
+from scheduling.policy import ClusterNodeSpec, PlanningSession, PolicyConfig, RunningWorkload, plan
+from scheduling.policy.filing import FilingCarry
 from scheduling.policy.planner import _Pass
 from tests.policy.builders import HOUR, NOW, nodes, pending, running, snapshot, tree
 
@@ -31,31 +32,28 @@ CONFIGS = {
 
 
 @contextmanager
-def counted():
-    """Counts the passes whose filing was carried over (``hits``) and those filed afresh."""
+def counted(session: PlanningSession | None = None):
+    """Counts the passes whose filing was carried over and those filed afresh (in ``session``
+    only, when given)."""
     counts = {"carried": 0, "afresh": 0}
-    original = planner.carried
+    original = FilingCarry.filed
 
-    def counting(*args):
-        filed = original(*args)
-        counts["carried" if filed is not None else "afresh"] += 1
+    def counting(carry, *args):
+        filed = original(carry, *args)
+        if session is None or carry is session.filing:
+            counts["carried" if filed is not None else "afresh"] += 1
         return filed
 
-    planner.carried = counting
+    FilingCarry.filed = counting
     try:
         yield counts
     finally:
-        planner.carried = original
+        FilingCarry.filed = original
 
 
 def afresh(state, now, config):
-    """The plan filed afresh (the carry is neither read nor changed)."""
-    original = planner.carried
-    planner.carried = lambda *args: None
-    try:
-        return plan(state, now, config)
-    finally:
-        planner.carried = original
+    """The plan of a pass without a session: truly cold, filed afresh."""
+    return plan(state, now, config)
 
 
 def summary(result) -> tuple:
@@ -68,21 +66,15 @@ def summary(result) -> tuple:
     )
 
 
-def filed(state, now, config, carry: bool = True) -> tuple:
+def filed(state, now, config, session: PlanningSession | None = None) -> tuple:
     """What ``_index`` hands the pass, compared structurally (free GPUs, buckets, nonempty whole
     node lists; dict orders aside, which the pass does not read), the candidates in the order a
-    pass reads them."""
-    original = planner.carried
-    if not carry:
-        planner.carried = lambda *args: None
-    try:
-        one = _Pass(state, now, config, None, False)
-        one._rank()
-        one._index()
-        for key, running in one.candidates.items():
-            one._in_order(key, running)
-    finally:
-        planner.carried = original
+    pass reads them. ``session``: carried in it (None: filed afresh)."""
+    one = _Pass(state, now, config, None, False, session)
+    one._rank()
+    one._index()
+    for key, listed in one.candidates.items():
+        one._in_order(key, listed)
     return (
         sorted(one.occupants.items()),
         sorted(one.candidates.items()),
@@ -175,14 +167,14 @@ class MiniEngine:
 @pytest.mark.parametrize("ordering", sorted(CONFIGS))
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_carried_filing_plans_exactly_what_filing_afresh_plans_pass_after_pass(ordering, seed):
-    config, engine = CONFIGS[ordering], MiniEngine(seed)
+    config, engine, session = CONFIGS[ordering], MiniEngine(seed), PlanningSession()
     preempted = 0
-    with counted() as counts:
+    with counted(session) as counts:
         for _ in range(60):
             state = engine.snapshot()
             expected = afresh(state, engine.now, config)
-            assert filed(state, engine.now, config) == filed(state, engine.now, config, carry=False)
-            result = plan(state, engine.now, config)
+            assert filed(state, engine.now, config, session) == filed(state, engine.now, config)
+            result = plan(state, engine.now, config, session=session)
             assert summary(result) == summary(expected)
             preempted += len(result.preemptions)
             engine.apply(result)
@@ -195,10 +187,11 @@ def test_carried_filing_plans_exactly_what_filing_afresh_plans_pass_after_pass(o
 def replayed(engine: MiniEngine, config: PolicyConfig, passes: int, reread) -> dict[str, int]:
     """Plan ``passes`` passes of ``engine``, each from ``reread(snapshot)``, checking every plan
     against the snapshot filed afresh; the counts of carried and afresh filings."""
-    with counted() as counts:
+    session = PlanningSession()
+    with counted(session) as counts:
         for _ in range(passes):
             state = engine.snapshot()
-            result = plan(reread(state), engine.now, config)
+            result = plan(reread(state), engine.now, config, session=session)
             assert summary(result) == summary(afresh(state, engine.now, config))
             engine.apply(result)
             engine.advance()
@@ -220,12 +213,12 @@ def test_work_lost_is_ranked_at_each_pass_s_now_even_as_the_order_flips():
     new = running(2, "org/b", {"n1": 8}, started_at=NOW - HOUR, resumable=False)
     kept = running(3, "org/b", {"n0": 2}, started_at=NOW - HOUR, resumable=True)
     run = (old, new, kept)
-    config = CONFIGS["fairshare"]
+    config, session = CONFIGS["fairshare"], PlanningSession()
     orders = []
     for now in (NOW, NOW + HOUR / 4, NOW + HOUR):
         state = snapshot(TREE, cluster, run=run)
-        assert filed(state, now, config) == filed(state, now, config, carry=False)
-        orders.append([w.id for w in dict(filed(state, now, config)[1])[("org/b", True)]])
+        assert filed(state, now, config, session) == filed(state, now, config)
+        orders.append([w.id for w in dict(filed(state, now, config, session)[1])[("org/b", True)]])
     assert orders == [[3, 2, 1], [3, 2, 1], [3, 1, 2]]  # resumable first: it loses nothing
 
 
@@ -233,12 +226,12 @@ def test_work_started_at_now_becomes_a_candidate_at_a_later_pass_and_the_clock_m
     cluster = nodes(3)
     first = running(1, "org/b", {"n0": 8}, started_at=NOW - HOUR)
     just = running(2, "org/c", {"n1": 4}, started_at=NOW, resumable=False)
-    config = CONFIGS["fairshare"]
+    config, session = CONFIGS["fairshare"], PlanningSession()
     state = snapshot(TREE, cluster, run=(first, just), queue=(pending(9, "org/a", 16),))
-    with counted() as counts:
+    with counted(session) as counts:
         for now in (NOW, NOW, NOW + 10, NOW + 20, NOW - 5, NOW + 30):
-            assert filed(state, now, config) == filed(state, now, config, carry=False)
-            assert summary(plan(state, now, config)) == summary(afresh(state, now, config))
+            assert filed(state, now, config, session) == filed(state, now, config)
+            assert summary(plan(state, now, config, session=session)) == summary(afresh(state, now, config))
     assert counts["carried"]
 
 
@@ -246,33 +239,35 @@ def test_counts_it_cannot_sum_exactly_are_filed_afresh():
     cluster = nodes(2)
     odd = running(1, "org/b", {"n0": 2}, started_at=NOW - HOUR)
     idle = replace(running(2, "org/b", {"n1": 1}, started_at=NOW - HOUR, resumable=False), gpus=0)
-    config = CONFIGS["fairshare"]
+    config, session = CONFIGS["fairshare"], PlanningSession()
     for run in ((odd,), (odd, idle), (odd, idle)):
         state = snapshot(TREE, cluster, run=run)
-        assert filed(state, NOW, config) == filed(state, NOW, config, carry=False)
+        assert filed(state, NOW, config, session) == filed(state, NOW, config)
 
 
-def test_forget_drops_the_carry():
-    filing.forget()
+def test_a_new_session_carries_nothing_and_a_pass_without_one_touches_none():
     state = snapshot(TREE, nodes(1), run=(running(1, "org/b", {"n0": 8}),))
+    session = PlanningSession()
     with counted() as counts:
+        plan(state, NOW, CONFIGS["fairshare"], session=session)
+        plan(state, NOW, CONFIGS["fairshare"], session=PlanningSession())
         plan(state, NOW, CONFIGS["fairshare"])
-        filing.forget()
-        plan(state, NOW, CONFIGS["fairshare"])
-    assert counts == {"carried": 0, "afresh": 2}
+        assert counts == {"carried": 0, "afresh": 3}
+        plan(state, NOW, CONFIGS["fairshare"], session=session)
+    assert counts == {"carried": 1, "afresh": 3}
 
 
 def test_the_same_objects_in_another_order_or_twice_are_filed_as_afresh():
     """Reordered: what moved is taken off and filed again where it now is; twice: afresh."""
-    engine, config = MiniEngine(5), CONFIGS["fairshare"]
+    engine, config, session = MiniEngine(5), CONFIGS["fairshare"], PlanningSession()
     for _ in range(8):  # some work running
         state = engine.snapshot()
-        engine.apply(plan(state, engine.now, config))
+        engine.apply(plan(state, engine.now, config, session=session))
         engine.advance()
     run = list(engine.running.values())
     assert len(run) > 4
     rng = random.Random(7)
-    with counted() as counts:
+    with counted(session) as counts:
         for step in range(12):
             if step % 3 == 0:
                 rng.shuffle(run)
@@ -281,8 +276,10 @@ def test_the_same_objects_in_another_order_or_twice_are_filed_as_afresh():
                 run.insert(0, run.pop(rng.randrange(len(run))))
             twice = run + run[:1] if step == 7 else run
             state = replace(engine.snapshot(), running=tuple(twice))
-            assert filed(state, engine.now, config) == filed(state, engine.now, config, carry=False)
-            assert summary(plan(state, engine.now, config)) == summary(afresh(state, engine.now, config))
+            assert filed(state, engine.now, config, session) == filed(state, engine.now, config)
+            assert summary(plan(state, engine.now, config, session=session)) == summary(
+                afresh(state, engine.now, config)
+            )
             engine.now += 10.0
     assert counts["carried"]
 
@@ -299,7 +296,7 @@ def test_a_reservation_sees_at_once_that_the_work_on_a_node_left_since_the_pass_
     """When each node is wholly free is kept from pass to pass (reservation.py); once its work
     ends, the waiting gang's reservation counts that node as free now, not when the work would
     have released it."""
-    filing.forget()
+    session = PlanningSession()
     cluster = nodes(3)  # n0, n1, n2: 8 GPUs each, one domain
     held = [
         running(
@@ -311,7 +308,7 @@ def test_a_reservation_sees_at_once_that_the_work_on_a_node_left_since_the_pass_
     config = CONFIGS["fairshare"]
     for work in (held, held, [held[0], held[2]]):  # the last pass: n1's work has ended
         state = snapshot(TREE, cluster, run=work, queue=[gang])
-        result = plan(state, NOW, config)
+        result = plan(state, NOW, config, session=session)
         assert summary(result) == summary(afresh(state, NOW, config))
     (reservation,) = result.reservations
     assert (reservation.nodes, reservation.start_at) == (("n0", "n1"), NOW + 5 * HOUR)

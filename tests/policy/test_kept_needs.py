@@ -12,8 +12,8 @@ from unittest.mock import patch
 
 import pytest
 
-from scheduling.policy import PolicyConfig, plan
-from scheduling.policy.filing import KeptNeeds
+from scheduling.policy import PlanningSession, PolicyConfig, plan
+from scheduling.policy.node_keys import KeptNeeds
 from scheduling.policy.preempting import Preempting
 from scheduling.simulator import policy_config, run_simulation
 from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario
@@ -62,10 +62,11 @@ def test_a_plan_not_applied_leaves_nothing_kept_from_the_nodes_it_changed():
         queue=[pending(1, "org/a", 8), pending(2, "org/a", 16)],
         usage={"org/b": 1e9},  # c, barely served, may not be preempted by a
     )
+    session = PlanningSession()
     with needs_checked() as seen:
         gang_only = replace(state, pending=state.pending[1:])  # the same running objects
-        before = [plan(gang_only, NOW, PolicyConfig()) for _ in range(2)]  # the second is carried
-        evicting = plan(state, NOW, PolicyConfig())
-        after = [plan(gang_only, NOW, PolicyConfig()) for _ in range(2)]
+        before = [plan(gang_only, NOW, PolicyConfig(), session=session) for _ in range(2)]  # 2nd carried
+        evicting = plan(state, NOW, PolicyConfig(), session=session)
+        after = [plan(gang_only, NOW, PolicyConfig(), session=session) for _ in range(2)]
     assert evicting.preemptions and not any(result.preemptions for result in before + after)
     assert len(seen) == 4 and seen[-1][0] == 2

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import replace
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from scheduling.policy import (
@@ -20,13 +21,16 @@ from scheduling.policy import (
 from scheduling.policy.placement import FreeIndex
 from scheduling.policy.ranking import FairTree
 from scheduling.policy.replay import after_plan, as_pending, single_type
-from scheduling.policy.reservation import release_at
+from scheduling.policy.rules import release_at
 
 NOW = 1_000_000.0
 HOUR = 3600.0
 CONFIG = PolicyConfig()
 EXAMPLES = int(os.environ.get("POLICY_MAX_EXAMPLES", "100"))  # raise it locally for a deeper search
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# For properties that assume() their interesting branch: how often it is reached is checked
+# explicitly (``assert_reached_often``), over all examples, instead of by hypothesis's early guess.
+FILTERING = settings(SETTINGS, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
 @st.composite
@@ -57,14 +61,14 @@ def clusters(draw):
 
 
 @st.composite
-def snapshots(draw):
+def snapshots(draw, running_count=st.integers(0, 8)):  # noqa: B008 - a strategy, never changed
     tree = draw(budget_trees())
     nodes = draw(clusters())
     allocations = [spec.path for spec in tree if spec.parent is not None]
     funded = FairTree(tree, {}, {}).funded
     index = FreeIndex(node for node in nodes if node.healthy)
     running = []
-    for i in range(draw(st.integers(0, 8))):
+    for i in range(draw(running_count)):
         gpus = draw(st.sampled_from([1, 2, 4, 8, 16]))
         placement = index.place((gpus, None, None))
         if placement is None:
@@ -109,6 +113,29 @@ def snapshots(draw):
     ]
     usage = {path: draw(st.sampled_from([0.0, 1e3, 1e5, 1e7])) for path in allocations}
     return Snapshot("prop", tree, nodes, tuple(running), tuple(pending), usage)
+
+
+INTERESTING_SHARE = 0.1  # a property whose interesting branch is rarer than this proves too little
+
+
+def reached(counts: Counter, branch: str, hit: bool) -> None:
+    """Count an example, and whether it reached ``branch`` (also a hypothesis event)."""
+    counts["examples"] += 1
+    counts[branch] += hit
+    event(f"{branch}: {'yes' if hit else 'no'}")
+
+
+def assert_reached_often(counts: Counter, branch: str) -> None:
+    assert counts["examples"] and counts[branch] >= INTERESTING_SHARE * counts["examples"], counts
+
+
+@st.composite
+def contested(draw):
+    """A snapshot whose nodes are mostly taken by the work of allocations that used much, while
+    allocations that used nothing wait: where preemption (also of funded work) has work to do."""
+    state = draw(snapshots(running_count=st.integers(6, 16)))
+    busy = {workload.allocation for workload in state.running if workload.funded}
+    return replace(state, usage={path: 1e7 if path in busy else 0.0 for path in state.usage})
 
 
 def startable(state, result) -> dict[int, PendingWorkload]:
@@ -157,27 +184,43 @@ def test_a_gang_starts_whole_or_not_at_all(state):
             assert all(gpus == specs[name].gpus for name, gpus in start.placement)
 
 
-@given(snapshots())
-@SETTINGS
-def test_protected_funded_work_is_never_preempted(state):
-    result = plan(state, NOW, CONFIG)
-    running = {workload.id: workload for workload in state.running}
-    for preemption in result.preemptions:
-        victim = running[preemption.workload_id]
-        assert not (victim.funded and victim.protected_until > NOW)
-        assert preemption.requeue == victim.resumable
+def test_protected_funded_work_is_never_preempted():
+    counts = Counter()
+
+    @given(contested())
+    @FILTERING
+    def check(state):
+        result = plan(state, NOW, CONFIG)
+        reached(counts, "a preemption happened", bool(result.preemptions))
+        assume(result.preemptions)
+        running = {workload.id: workload for workload in state.running}
+        for preemption in result.preemptions:
+            victim = running[preemption.workload_id]
+            assert not (victim.funded and victim.protected_until > NOW)
+            assert preemption.requeue == victim.resumable
+
+    check()
+    assert_reached_often(counts, "a preemption happened")
 
 
-@given(snapshots())
-@SETTINGS
-def test_unfunded_work_never_preempts_funded_work(state):
-    result = plan(state, NOW, CONFIG)
-    funded = FairTree(state.tree, {}, {}).funded
-    running = {workload.id: workload for workload in state.running}
-    pending = startable(state, result)  # a requeued victim may preempt in turn (a cascade)
-    for preemption in result.preemptions:
-        if running[preemption.workload_id].funded:
+def test_unfunded_work_never_preempts_funded_work():
+    counts = Counter()
+
+    @given(contested())
+    @FILTERING
+    def check(state):
+        result = plan(state, NOW, CONFIG)
+        funded = FairTree(state.tree, {}, {}).funded
+        running = {workload.id: workload for workload in state.running}
+        victims = [p for p in result.preemptions if running[p.workload_id].funded]
+        reached(counts, "funded work was preempted", bool(victims))
+        assume(victims)
+        pending = startable(state, result)  # a requeued victim may preempt in turn (a cascade)
+        for preemption in victims:
             assert pending[preemption.preemptor_id].allocation in funded
+
+    check()
+    assert_reached_often(counts, "funded work was preempted")
 
 
 @given(snapshots())
@@ -213,37 +256,43 @@ def test_every_pending_workload_has_exactly_one_reason(state, ordering):
     assert all(reason.message for reason in result.reasons)
 
 
-@given(snapshots())
-@SETTINGS
-def test_backfilled_work_cannot_push_back_a_reserved_large_job(state):
+def test_backfilled_work_cannot_push_back_a_reserved_large_job():
     """At the reservation's start, the reserved nodes can hold the job: work started by this plan is
     gone by then (it ends by its declared runtime) or preemptible (its protection is over)."""
-    result = plan(state, NOW, CONFIG)
-    if not result.reservations:
-        return
-    (reservation,) = result.reservations
-    at = reservation.start_at
-    pending = startable(state, result)
-    busy = Counter()
-    preempted = {p.workload_id for p in result.preemptions}
-    for workload in state.running:  # as the reservation saw them
-        if workload.id not in preempted and release_at(workload, NOW) > at:
-            busy.update(dict(workload.placement))
-    for start in result.starts:
-        runtime = pending[start.workload_id].max_runtime_s
-        gone = min(NOW + runtime if runtime is not None else float("inf"), start.protected_until)
-        if gone > at:
-            busy.update(dict(start.placement))
-    specs = {node.name: node for node in state.nodes}
-    free = [specs[name].gpus - busy[name] for name in reservation.nodes]
-    job = pending[reservation.workload_id]
-    if len(reservation.nodes) == 1:
-        assert free[0] >= job.gpus
-    elif job.gpus_per_node is not None and job.gpus_per_node < job.gpus:
-        assert all(count >= job.gpus_per_node for count in free)
-    else:
-        assert all(count == specs[name].gpus for count, name in zip(free, reservation.nodes, strict=True))
-        assert sum(free) >= job.gpus
+    counts = Counter()
+
+    @given(contested())
+    @FILTERING
+    def check(state):
+        result = plan(state, NOW, CONFIG)
+        reached(counts, "a reservation exists", bool(result.reservations))
+        assume(result.reservations)
+        (reservation,) = result.reservations
+        at = reservation.start_at
+        pending = startable(state, result)
+        busy = Counter()
+        preempted = {p.workload_id for p in result.preemptions}
+        for workload in state.running:  # as the reservation saw them
+            if workload.id not in preempted and release_at(workload, NOW) > at:
+                busy.update(dict(workload.placement))
+        for start in result.starts:
+            runtime = pending[start.workload_id].max_runtime_s
+            gone = min(NOW + runtime if runtime is not None else float("inf"), start.protected_until)
+            if gone > at:
+                busy.update(dict(start.placement))
+        specs = {node.name: node for node in state.nodes}
+        free = [specs[name].gpus - busy[name] for name in reservation.nodes]
+        job = pending[reservation.workload_id]
+        if len(reservation.nodes) == 1:
+            assert free[0] >= job.gpus
+        elif job.gpus_per_node is not None and job.gpus_per_node < job.gpus:
+            assert all(count >= job.gpus_per_node for count in free)
+        else:
+            assert all(count == specs[name].gpus for count, name in zip(free, reservation.nodes, strict=True))
+            assert sum(free) >= job.gpus
+
+    check()
+    assert_reached_often(counts, "a reservation exists")
 
 
 @given(
@@ -275,14 +324,22 @@ def test_when_only_one_of_two_fits_the_allocation_further_under_its_share_starts
     assert [start.workload_id for start in result.starts] == [expected]
 
 
-@given(snapshots())
-@SETTINGS
-def test_in_the_priority_world_only_a_strictly_higher_class_preempts(state):
-    result = plan(state, NOW, PolicyConfig(ordering="priority", contract=False))
-    running = {workload.id: workload for workload in state.running}
-    pending = startable(state, result)
-    for preemption in result.preemptions:
-        assert running[preemption.workload_id].priority < pending[preemption.preemptor_id].priority
+def test_in_the_priority_world_only_a_strictly_higher_class_preempts():
+    counts = Counter()
+
+    @given(contested())
+    @FILTERING
+    def check(state):
+        result = plan(state, NOW, PolicyConfig(ordering="priority", contract=False))
+        reached(counts, "a preemption happened", bool(result.preemptions))
+        assume(result.preemptions)
+        running = {workload.id: workload for workload in state.running}
+        pending = startable(state, result)
+        for preemption in result.preemptions:
+            assert running[preemption.workload_id].priority < pending[preemption.preemptor_id].priority
+
+    check()
+    assert_reached_often(counts, "a preemption happened")
 
 
 @given(snapshots())

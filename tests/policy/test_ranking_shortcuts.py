@@ -182,12 +182,12 @@ def test_funded_and_unfunded_queues_are_the_queues_built_apart(seed):
 
 def plain_ranking(monkeypatch: pytest.MonkeyPatch) -> None:
     """Undo the shortcuts: charge every running workload at once, walking all of them."""
-    monkeypatch.setattr(ranking, "_still_owing", lambda running, now, projected_charge_s: running)
+    monkeypatch.setattr(ranking, "_still_owing", lambda running, now, projected_charge_s, ordered: running)
     charge_running = FairTree.charge_running
 
-    def at_once(self, running, now, projected_charge_s):
+    def at_once(self, running, now, projected_charge_s, ordered=ranking.in_start_order):
         _ = self.subtree_usage
-        charge_running(self, running, now, projected_charge_s)
+        charge_running(self, running, now, projected_charge_s, ordered)
 
     monkeypatch.setattr(FairTree, "charge_running", at_once)
 

@@ -1,4 +1,4 @@
-"""The release order carried from pass to pass (reservation.py ``_Order``) gives exactly what a
+"""The release order carried from pass to pass (``reservation.ReleaseOrder``, in a session) gives exactly what a
 profile worked out from scratch gives: over a run of passes where the work on nodes changes
 (between passes, dropping those nodes' release keys as filing.py does, and within a pass, as
 ``changed`` nodes), the clock moves, nodes fail and come back, and with new keys every pass as
@@ -10,8 +10,8 @@ import random
 
 import pytest
 
-from scheduling.policy import ClusterNodeSpec, RunningWorkload, reservation
-from scheduling.policy.filing import ReleaseKeys
+from scheduling.policy import ClusterNodeSpec, PlanningSession, RunningWorkload
+from scheduling.policy.node_keys import ReleaseKeys
 from scheduling.policy.reservation import ReleaseProfile
 from tests.policy.builders import HOUR, NOW, nodes, running
 
@@ -107,7 +107,8 @@ def test_a_carried_order_gives_what_a_profile_from_scratch_gives_pass_after_pass
     names = [node.name for node in cluster]
     base = {node.name: work.on(node, now) for node in cluster}
     keys: dict = ReleaseKeys() if logged else {}  # the filing's release keys: kept while a node's work stays
-    orders = set()
+    orders: list = []  # the order of each pass (kept alive, so told apart by identity)
+    session = PlanningSession()
     for step in range(60):
         for name in rng.sample(names, rng.randint(0, 3)):  # work started or ended since
             base[name] = work.on(next(node for node in cluster if node.name == name), now)
@@ -134,11 +135,13 @@ def test_a_carried_order_gives_what_a_profile_from_scratch_gives_pass_after_pass
             keys,
             changed,
             source=cluster,
+            session=session,
         )
         fresh = from_scratch(cluster, free, occupants, now, preemptive)
         for shape in rng.sample(SHAPES, len(SHAPES)):
             assert carried.earliest(shape) == fresh.earliest(shape), shape
-        orders.add(id(reservation._LOCAL.order))
+        if not any(order is session.release_order for order in orders):
+            orders.append(session.release_order)
         # later in the pass: more work starts or leaves, and the profile is refreshed
         touched = rng.sample(names, rng.randint(1, 2))
         occupants = dict(occupants)

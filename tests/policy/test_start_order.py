@@ -1,4 +1,4 @@
-"""Whether the running tuple lies in start order (``filing.in_start_order``), kept by the filing
+"""Whether the running tuple lies in start order (``FilingCarry.in_start_order``), kept by the filing
 carry from pass to pass as work is taken off and added at the end, is what listing the tuple's
 start times afresh says; and the fair-share charge bisecting it by that charges what the whole
 tuple charges."""
@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 import random
 
-from scheduling.policy import filing, plan
+from scheduling.policy import PlanningSession, plan
+from scheduling.policy.filing import FilingCarry
 from scheduling.policy.ranking import FairTree
 from tests.policy.builders import HOUR, NOW, nodes, running, tree
 
@@ -16,10 +17,10 @@ TREE = tree(("org", None, 100), ("org/a", "org", 50), ("org/b", "org", 50))
 CLUSTER = tuple(nodes(4))
 
 
-def file(run: tuple, now: float) -> None:
+def file(carry: FilingCarry, run: tuple, now: float) -> None:
     """What a pass's ``_index`` does to the carry (the filing itself is not read here)."""
     healthy = [node for node in CLUSTER if node.healthy]
-    filing.carried(run, CLUSTER, healthy, {node.name: node.gpus for node in healthy}, {}, {}, now)
+    carry.filed(run, CLUSTER, healthy, {node.name: node.gpus for node in healthy}, {}, {}, now)
 
 
 def afresh(run: tuple) -> bool:
@@ -35,7 +36,7 @@ def charged(run, now: float) -> tuple:
 
 
 def test_the_kept_start_order_is_the_start_order_listed_afresh():
-    filing.forget()
+    carry = FilingCarry()
     rng = random.Random(3)
     ids, now = iter(range(1, 10_000)), NOW
     run: tuple = ()
@@ -55,38 +56,37 @@ def test_the_kept_start_order_is_the_start_order_listed_afresh():
         if step % 7 == 0 and len(run) > 2:  # now and then: back in order by dropping the odd ones
             run = tuple(w for w in run if math.isfinite(w.started_at))
             run = tuple(sorted(run, key=lambda workload: workload.started_at))
-        file(run, now)
-        kept_order += filing._LOCAL.carry.ordered is not None
-        assert filing.in_start_order(run) is afresh(run), step
-        assert filing.in_start_order(list(run)) is afresh(run), step
+        file(carry, run, now)
+        kept_order += carry.ordered is not None
+        assert carry.in_start_order(run) is afresh(run), step
+        assert carry.in_start_order(list(run)) is afresh(run), step
         if afresh(run):  # the bisected charge is the charge of the whole tuple, bit for bit
             whole = charged(iter(run), now)  # (not a tuple: charged workload by workload)
             assert repr(charged(run, now)) == repr(whole)
         now += rng.uniform(0, 600.0)
     assert kept_order > 200  # mostly kept, not listed afresh
-    filing.forget()
 
 
 def test_the_running_allocations_kept_by_the_carry_are_the_tuple_s_and_keep_its_filing_exact():
-    """``filing.running_allocations`` (a pass's ``_rank``) works out the change since the last
-    tuple ahead of ``carried`` (its ``_index``), which files that change; asked for a tuple that is
-    then not filed (or filed without asking), the carry still files exactly what filing afresh
-    does."""
+    """``FilingCarry.allocations`` (a pass's ``_rank``) works out the change since the last
+    tuple ahead of ``FilingCarry.filed`` (its ``_index``), which files that change; asked for a
+    tuple that is then not filed (or filed without asking), the carry still files exactly what
+    filing afresh does."""
     from tests.policy.test_filing import CONFIGS, MiniEngine, afresh, summary
 
-    filing.forget()
+    session = PlanningSession()
+    carry = session.filing
     engine, config, rng = MiniEngine(11), CONFIGS["fairshare"], random.Random(5)
     for step in range(40):
         state = engine.snapshot()
         run = state.running
-        assert set(filing.running_allocations(run)) == {workload.allocation for workload in run}
+        assert set(carry.allocations(run)) == {workload.allocation for workload in run}
         if step % 5 == 3:  # asked for a tuple that is never filed
             stray = run[: rng.randrange(len(run) + 1)] + run[:0]
-            assert set(filing.running_allocations(stray)) == {workload.allocation for workload in stray}
+            assert set(carry.allocations(stray)) == {workload.allocation for workload in stray}
         if step % 7 == 5:  # a list: not carried
-            assert set(filing.running_allocations(list(run))) == {workload.allocation for workload in run}
-        result = plan(state, engine.now, config)
+            assert set(carry.allocations(list(run))) == {workload.allocation for workload in run}
+        result = plan(state, engine.now, config, session=session)
         assert summary(result) == summary(afresh(state, engine.now, config)), step
         engine.apply(result)
         engine.advance()
-    filing.forget()

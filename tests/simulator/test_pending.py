@@ -99,14 +99,14 @@ def test_every_pass_gets_the_grouping_of_its_snapshot_and_leaves_it_unchanged(po
         reordered.append(self._reorder)
         return grouped_of(self)
 
-    def checked_plan_grouped(snapshot, now, config, grouped, *, explain):
+    def checked_plan_grouped(snapshot, now, config, grouped, *, session=None, explain):
         assert _grouping(grouped) == _grouping(group_pending(snapshot.pending))
         before = (
             copy.copy(grouped[0]),
             {key: list(queue) for key, queue in grouped[0].items()},
             list(grouped[1]),
         )
-        result = plan_grouped(snapshot, now, config, grouped, explain=explain)
+        result = plan_grouped(snapshot, now, config, grouped, session=session, explain=explain)
         groups, lists, held = before
         # the engine hands over its own lists: the pass must not change them (plan_grouped's contract)
         assert list(grouped[0].items()) == list(groups.items()) and grouped[1] == held

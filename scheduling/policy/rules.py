@@ -1,0 +1,118 @@
+"""The rules of the scheduling design (DESIGN 5, 5.1, 6), each written once, as a function whose
+docstring states it. Every place in the package that applies a rule calls its function here; the
+map from each rule to its function is in this package's README.md.
+
+These are pure functions of their arguments: the pass hands them what they read (a workload,
+``now``, the configuration, the funding it worked out from the budget tree).
+"""
+
+from __future__ import annotations
+
+import math
+
+from scheduling.policy.types import PendingWorkload, PolicyConfig, Reservation, RunningWorkload
+
+INFINITE = math.inf
+FairTreeKey = tuple[float, float]
+
+
+# -- the contract: protection (DESIGN 5 step 5 (a)) ----------------------------------------------
+def asks_protection(workload: PendingWorkload, funded: bool, config: PolicyConfig) -> bool:
+    """Will ``workload`` be protected once it starts? Only funded work that asks for a minimum
+    runtime is, and only while the contract holds (``config.contract``; the "priority" and
+    "fifo" worlds protect nothing). Unfunded work is never protected."""
+    return config.contract and workload.min_runtime_s > 0 and funded
+
+
+def protected_until(workload: PendingWorkload, funded: bool, now: float, config: PolicyConfig) -> float:
+    """Until when ``workload``, started at ``now``, may not be preempted: ``now`` plus its
+    minimum runtime, capped at ``config.min_runtime_cap_s``, for work that asks protection
+    (``asks_protection``); ``now`` itself (never protected) for all other work."""
+    if asks_protection(workload, funded, config):
+        return now + min(workload.min_runtime_s, config.min_runtime_cap_s)
+    return now
+
+
+def is_protected(workload: RunningWorkload, now: float, contract: bool) -> bool:
+    """Is running ``workload`` protected at ``now``? Only while the contract holds, only funded
+    work, and only strictly before its ``protected_until`` (at that instant it is fair game).
+    Unfunded work is never protected, whatever its ``protected_until`` says."""
+    return contract and workload.funded and workload.protected_until > now
+
+
+# -- victims (DESIGN 5 step 5) -------------------------------------------------------------------
+def may_take_from(victim: FairTreeKey, victim_node: str, preemptor: FairTreeKey, preemptor_node: str) -> bool:
+    """The no-flip-flop rule: a funded victim's allocation must still rank at or below the
+    preemptor's after the move. Both are compared where their paths part in the budget tree
+    (``victim_node`` and ``preemptor_node`` are siblings there), each by its Fair Tree key
+    (``fair_tree_key``), the preemptor's with the usage it is charged for the move. It ranks at
+    or below when its key is smaller; between equal keys, when its name is not
+    smaller (the name breaks ties, ascending, so the later name ranks below)."""
+    if victim != preemptor:
+        return victim < preemptor
+    return victim_node >= preemptor_node
+
+
+def work_lost(workload: RunningWorkload, now: float) -> tuple[float, int]:
+    """Victim order among the work of one allocation: least work lost first, then the id.
+    The work a preemption throws away is 0 for resumable work (it resumes where it was) and
+    ``gpus * (now - started_at)`` GPU-seconds for the rest. (Across allocations the victims go
+    unfunded first, then the most over-served allocation first: ``Preempting._tier``.)"""
+    return (0.0 if workload.resumable else workload.gpus * (now - workload.started_at), workload.id)
+
+
+# -- the Fair Tree (DESIGN 5 step 3) -------------------------------------------------------------
+def fair_tree_key(budget: float, usage: float) -> FairTreeKey:
+    """A node's sort key among its siblings: ``(budget / usage, budget)``; keys compare as
+    tuples (the first items that differ decide; a NaN ratio equals nothing and is never larger),
+    and the larger key ranks first.
+
+    Sorting siblings by LF = S / U is sorting them by ``budget / usage`` (the sibling totals are
+    common to all), and ties go to the larger S, i.e. the larger budget. Usage 0 gives LF = inf
+    (nothing used is never over-served: not a bug); budget 0 gives (0, 0) whatever the usage
+    (unfunded ranks last). Ties of the whole key go by name, ascending, at the caller."""
+    if budget <= 0:
+        return (0.0, 0.0)
+    return (budget / usage if usage > 0 else INFINITE, budget)
+
+
+# -- reservation and backfill (DESIGN 5 step 6, DESIGN 6) ----------------------------------------
+def release_at(workload: RunningWorkload, now: float, preemptive: bool = True) -> float:
+    """When running ``workload``'s GPUs are expected back (``inf``: unknown).
+
+    Without preemption (FIFO, priority) only a declared end counts: ``expected_end or inf``.
+    When the waiter may preempt, the drain rule: unfunded work releases now; funded work at
+    ``min(expected_end or inf, max(protected_until, now))``, i.e. as soon as it is no longer
+    protected. Callers clamp a time before ``now`` to ``now``."""
+    end = workload.expected_end if workload.expected_end is not None else INFINITE
+    if not preemptive:
+        return end
+    if not workload.funded:
+        return now
+    return min(end, max(workload.protected_until, now))
+
+
+def cannot_delay(workload: PendingWorkload, now: float, reservation_start: float) -> bool:
+    """Could ``workload``, started at ``now``, not delay a reserved job starting at
+    ``reservation_start`` (``-inf``: nothing reserved)? Yes when it asks no minimum runtime (it
+    can be preempted whenever the reserved job needs the nodes) or when it ends (declared
+    maximum runtime) by then."""
+    runtime = workload.max_runtime_s
+    return workload.min_runtime_s <= 0 or (runtime is not None and now + runtime <= reservation_start)
+
+
+def may_backfill(
+    workload: PendingWorkload, funded: bool, reservation: Reservation | None, now: float, config: PolicyConfig
+) -> bool:
+    """May ``workload`` use the reserved nodes? Yes when nothing is reserved. The reserved start
+    ``reservation.start_at`` counts as never when it is unknown (None or 0).
+
+    Only if it cannot delay the reservation: backfill is on, and it will not be protected once
+    started (unfunded work, or no contract: it can be preempted when the reserved job starts)
+    or it ``cannot_delay`` the reserved start. (Work of one allocation, so of one funding, under
+    one configuration that agrees on ``cannot_delay`` agrees on this.)"""
+    if reservation is None:
+        return True
+    if not config.backfill:
+        return False
+    return not (config.contract and funded) or cannot_delay(workload, now, reservation.start_at or INFINITE)

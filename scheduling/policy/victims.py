@@ -1,0 +1,255 @@
+"""Who a preemptor may take GPUs from, and in which order (DESIGN 5 step 5): the funded
+allocations it may take from (the no-flip-flop rank rule, ``rules.may_take_from``), its own
+allocation's users with at least its usage, unfunded work always; victims unfunded first, then
+the most over-served allocation first, then the least work lost (``rules.work_lost``).
+Mixed into the pass with preempting.py, whose attempts read these orders."""
+
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import TYPE_CHECKING
+
+from scheduling.policy.rules import is_protected, work_lost
+from scheduling.policy.types import PendingWorkload, RunningWorkload
+
+if TYPE_CHECKING:
+    from scheduling.policy.placement import FreeIndex
+    from scheduling.policy.preemption import VictimPool
+
+
+class Victims:
+    """The victim-choosing half of preemption; it reads the pass's candidates and standing."""
+
+    def _victim_order(self, workload: PendingWorkload, include_protected: bool) -> _Order:
+        """Whose work ``workload`` may preempt in this standing, as the first workload of its key
+        (allocation, its user when its own work is a candidate, priority, ``include_protected``)
+        decides it: later ones of the key, whatever their GPUs, reuse the order until the
+        generation changes. Nothing is worked out here (``_allowed``, ``_reachable``): an order is
+        read only in the generation it was made in, in which nothing it reads changes (the tree
+        is charged only by a start or an eviction, each a new generation), so working it out
+        later gives what working it out now would. Most attempts never need the whole of it."""
+        own = self.candidates.get((workload.allocation, True))
+        key = (workload.allocation, workload.user if own else None, workload.priority, include_protected)
+        cached = self.pools.get(key)
+        if cached is not None and cached[0] == self.generation:
+            return cached[1]
+        order = _Order(workload, self.generation, include_protected)
+        self.pools[key] = (self.generation, order)
+        return order
+
+    def _allowed(self, order: _Order) -> dict:
+        """``order``'s ``_allowed_allocations``, worked out the first time it is asked for."""
+        allowed = order.allowed
+        if allowed is None:
+            assert order.generation == self.generation, "an order is read in its own standing only"
+            allowed = order.allowed = self._allowed_allocations(order)
+        return allowed
+
+    def _reachable(self, order: _Order, needs: dict[frozenset, int]) -> int:
+        """How many of the nodes ``needs`` counts (funded allocations to preempt -> nodes) are
+        nodes ``order`` may clear: those whose every allocation is a key of its ``allowed``. Each
+        allocation is judged alone, once per order, as ``_allowed_allocations`` judges it (most
+        preemptors may take from few of them, so the whole of ``allowed`` is rarely needed)."""
+        allowed = order.allowed
+        if allowed is not None:
+            keys = allowed.keys()
+            return sum(nodes for allocations, nodes in needs.items() if allocations <= keys)
+        assert order.generation == self.generation, "an order is read in its own standing only"
+        known, candidates, preemptor = order.reach, self.candidates, order.workload.allocation
+        ranks_at_or_below, charged = self.tree.ranks_at_or_below, self._charged(order)
+        count = 0
+        for allocations, nodes in needs.items():
+            if not nodes:  # (a carried count may keep an entry of no nodes: nothing to judge)
+                continue
+            for allocation in allocations:
+                verdict = known.get(allocation)
+                if verdict is None:
+                    if allocation == preemptor:
+                        verdict = bool(self._peers(order))
+                    else:  # the test of ``_allowed_allocations``, for this key alone
+                        verdict = (allocation, True) in candidates and ranks_at_or_below(
+                            allocation, preemptor, charged
+                        )
+                    known[allocation] = verdict
+                if not verdict:
+                    break
+            else:
+                count += nodes
+        return count
+
+    def _victim_groups(self, order: _Order) -> list[tuple[str, bool, list[RunningWorkload]]]:
+        """(allocation, funded, its work ``order``'s workload may preempt) per candidate group
+        with any, in the candidates' order; made once per order."""
+        groups = order.groups
+        if groups is not None:
+            return groups
+        assert order.generation == self.generation, "an order is read in its own standing only"
+        allowed = self._allowed(order)
+        shielding = self.config.contract and not order.include_protected
+        groups = order.groups = []
+        for key, running in self.candidates.items():
+            allocation, funded = key
+            verdict = allowed.get(allocation) if funded or not self.fairshare else True
+            if running and verdict is not None:
+                running = self._in_order(key, running)  # before _unshielded keeps a copy of it
+                if shielding and funded:
+                    running = self._unshielded(allocation, running)
+                groups.append(
+                    (allocation, funded, running if verdict is True else list(filter(verdict, running)))
+                )
+        return groups
+
+    def _ordered_victims(self, order: _Order) -> list[RunningWorkload]:
+        """Who may be preempted, in preemption order (see preemption.py), by the standing
+        ``order`` was decided in."""
+        # the tiers read the tree as it is: the standing ``order`` was decided in
+        assert order.generation == self.generation, "an order is read in its own standing only"
+        # the global ratios (and sibling sums) read the standing alone: every order of it shares them
+        tiers = self.pools.get(_TIERS)
+        if tiers is None or tiers[0] != self.generation:
+            tiers = self.pools[_TIERS] = (self.generation, ({}, {}))
+        ratios, sums = tiers[1]
+        groups = [
+            (self._tier(allocation, funded, ratios, sums), allocation, funded, victims)
+            for allocation, funded, victims in self._victim_groups(order)
+        ]
+        groups.sort(key=lambda group: group[:3])
+        ordered: list[RunningWorkload] = []
+        for *_, victims in groups:
+            ordered.extend(victims)
+        if not self.fairshare:
+            ordered.sort(key=lambda victim: (victim.priority, *work_lost(victim, self.now)))
+        return ordered
+
+    def _in_order(self, key: tuple[str, bool], running: list[RunningWorkload]) -> list[RunningWorkload]:
+        """``running``, the candidates of ``key``, in preemption order: the carried filing hands
+        the work that is not resumable (it follows the resumable work) out in start order, and it
+        is sorted by work lost at ``now`` the first time a victim order reads it (``_victim_groups``,
+        before ``_unshielded`` keeps a copy): few passes read any victims, and those read few
+        keys'. The same stable sort as afresh."""
+        if not self.candidates_ordered and key not in self.ordered_keys:
+            self.ordered_keys.add(key)
+            split = next((at for at, victim in enumerate(running) if not victim.resumable), len(running))
+            if len(running) - split > 1:
+                running[split:] = sorted(running[split:], key=lambda victim: work_lost(victim, self.now))
+        return running
+
+    def _unshielded(self, allocation: str, running: list[RunningWorkload]) -> list[RunningWorkload]:
+        """The funded ``running`` of ``allocation`` past their protection, in order; kept until one
+        of them is evicted (the candidates change only then)."""
+        kept = self.unshielded.get(allocation)
+        if kept is None:
+            now = self.now
+            kept = self.unshielded[allocation] = [v for v in running if not is_protected(v, now, True)]
+        return kept
+
+    def _tier(
+        self,
+        allocation: str,
+        funded: bool,
+        ratios: dict[str, float],
+        sums: dict[str, float],
+        usage: dict[str, float] | None = None,
+    ) -> tuple:
+        """Unfunded first, then the most over-served allocation (largest global usage/budget ratio).
+        ``ratios`` memoizes the global ratio per allocation and ``sums`` each sibling set's usage
+        (see ``FairTree.level_ratio``) while the standing does not change; ``usage``: that standing."""
+        if not self.fairshare:
+            return ()
+        if allocation not in ratios:
+            ratios[allocation] = self._global_ratio(allocation, sums, usage)
+        return (funded, -ratios[allocation])
+
+    def _allowed_allocations(self, order: _Order) -> dict:
+        """allocation -> True (its funded work may be preempted) or a per-victim test; absent: no.
+        Unfunded victims are always allowed for a funded preemptor (its caller checks that).
+        Decided for ``order``'s workload (``_reachable`` judges single keys alike)."""
+        workload = order.workload
+        if not self.fairshare:
+            test = lambda victim: victim.priority < workload.priority  # noqa: E731
+            return {allocation: test for allocation, _ in self.candidates}
+        # As if charged: the comparisons read the charged values on the side; the tree itself is
+        # not changed, so an attempt (even one a walk that records nothing skips) moves no standing.
+        preemptor, charged = workload.allocation, self._charged(order)
+        ranks_at_or_below = self.tree.ranks_at_or_below
+        allowed: dict = {
+            allocation: True
+            for allocation, funded in self.candidates
+            if funded and allocation != preemptor and ranks_at_or_below(allocation, preemptor, charged)
+        }
+        peers = self._peers(order)
+        if peers:
+            allowed[preemptor] = lambda victim: victim.user in peers
+        return allowed
+
+    def _charged(self, order: _Order) -> dict[str, float]:
+        """The preemptor's chain as charging ``order``'s workload would leave it (made once)."""
+        charged = order.charged
+        if charged is None:
+            workload = order.workload
+            charged = order.charged = self.tree.charged_usage(
+                workload.allocation, workload.gpus * self.charge_s
+            )
+        return charged
+
+    def _peers(self, order: _Order) -> set[str]:
+        """The other users of the preemptor's allocation whose work it may preempt: those with
+        at least the usage its own user would have once charged (made once)."""
+        peers = order.peers
+        if peers is None:
+            workload = order.workload
+            preemptor, user, charge = workload.allocation, workload.user, workload.gpus * self.charge_s
+            usage = self.tree.user_usage
+            mine = usage.get((preemptor, user), 0.0) + charge
+            # each user once (an allocation runs many workloads of few users), read in C
+            others = set(map(_USER, self.candidates.get((preemptor, True), ())))
+            others.discard(user)
+            peers = order.peers = {other for other in others if usage.get((preemptor, other), 0.0) >= mine}
+        return peers
+
+    def _global_ratio(
+        self, allocation: str, sums: dict[str, float] | None = None, usage: dict[str, float] | None = None
+    ) -> float:
+        ratio = 1.0
+        for path in self.tree.ancestors.get(allocation, ()):
+            ratio *= self.tree.level_ratio(path, sums, usage)
+        return ratio
+
+
+_USER = attrgetter("user")
+_TIERS = ("tiers",)  # ``pools`` key of a standing's global ratios (``_ordered_victims``)
+
+
+class _Order:
+    """Whose work a preemptor may preempt, as decided in one standing (generation) for
+    ``workload``, the first of its key: ``allowed`` (see ``_allowed_allocations``), or single
+    verdicts (``reach``: allocation -> may it be taken from); the listing and pools once made."""
+
+    __slots__ = (
+        "allowed",
+        "charged",
+        "clearable",
+        "generation",
+        "groups",
+        "include_protected",
+        "peers",
+        "pools",
+        "reach",
+        "unordered",
+        "victims",
+        "workload",
+    )
+
+    def __init__(self, workload: PendingWorkload, generation: int, include_protected: bool = False) -> None:
+        self.workload = workload
+        self.generation = generation
+        self.include_protected = include_protected
+        self.allowed: dict | None = None  # worked out when first needed (``Preempting._allowed``)
+        self.charged: dict[str, float] | None = None
+        self.peers: set[str] | None = None
+        self.reach: dict[str, bool] = {}  # funded allocation -> a key of ``allowed``?
+        self.victims: list[RunningWorkload] | None = None
+        self.groups: list[tuple[str, bool, list[RunningWorkload]]] | None = None  # _victim_groups
+        self.pools: dict[FreeIndex, VictimPool] = {}  # index -> its pool: an order lives one standing
+        self.unordered: dict[FreeIndex, VictimPool] = {}  # index -> its pool in no order (_unordered_pool)
+        self.clearable: dict[tuple, int] = {}  # (index, type, size) -> nodes it could clear
