@@ -19,6 +19,7 @@ from django.http import Http404
 from budgets import access
 from budgets.entitlement import entitlements
 from budgets.models import Allocation, BudgetChange, BudgetNode
+from budgets.paths import below
 from scheduling.models import Cluster
 
 User = AbstractBaseUser | AnonymousUser
@@ -203,7 +204,7 @@ def move_targets(*, tree: BudgetTree, node: BudgetNode) -> list[TreeRow]:
         for row in tree.rows
         if row.can_add_child
         and row.node.pk not in (node.pk, node.parent_id)
-        and not row.node.path.startswith(node.path + "/")
+        and not below(row.node.path, node.path)
     ]
 
 

@@ -5,6 +5,11 @@ Services validate the business rules (unique sibling names, no cycles, non-negat
 for every budget change) and raise ``django.core.exceptions.ValidationError`` keyed by field name, so
 a form or a serializer can show the message next to the field. Permissions are not checked here:
 callers fetch nodes through ``budgets.selectors.budget_node_for_user`` first.
+
+Concurrency: every edit that writes paths or reads a subtree by path (create, rename, move,
+archive) first takes the tree lock (``_lock_tree``) and only then re-reads the rows it rewrites, so
+concurrent structural edits apply one after the other and never compute a path from a stale read.
+Allocation changes take the same lock shared: they run side by side, but never beside an archive.
 """
 
 from __future__ import annotations
@@ -13,14 +18,16 @@ from decimal import Decimal, InvalidOperation
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils.text import slugify
 
 from budgets.models import Allocation, BudgetChange, BudgetNode
+from budgets.paths import below, below_q
 from scheduling.models import Cluster
 
 MAX_GPUS = Decimal("99999999.99")  # what Allocation.gpus (10 digits, 2 decimals) can hold
 CENT = Decimal("0.01")
+TREE_LOCK = (0x7EE, 0)  # the PostgreSQL advisory-lock key of the budget tree (scheduling uses 0x5C4ED)
 
 
 def node_create(*, actor: AbstractBaseUser | None, parent: BudgetNode | None, name: str) -> BudgetNode:
@@ -29,6 +36,11 @@ def node_create(*, actor: AbstractBaseUser | None, parent: BudgetNode | None, na
     if parent is not None and parent.archived:
         raise ValidationError({"name": "The parent is archived; it cannot have new children."})
     with transaction.atomic():
+        _lock_tree()
+        if parent is not None:
+            (parent,) = _locked(parent)  # its path as it is now, not as the caller read it
+            if parent.archived:
+                raise ValidationError({"name": "The parent is archived; it cannot have new children."})
         _refuse_sibling_clash(parent=parent, slug=slug, name=name)
         path = f"{parent.path}/{slug}" if parent else slug
         node = BudgetNode.objects.create(name=name, slug=slug, parent=parent, path=path)
@@ -40,6 +52,7 @@ def node_rename(*, actor: AbstractBaseUser | None, node: BudgetNode, name: str) 
     """Rename a node; its slug, and the path of its whole subtree, follow the new name."""
     name, slug = _clean_name(name)
     with transaction.atomic():
+        _lock_tree()
         (node,) = _locked(node)
         if name == node.name:
             return node
@@ -59,10 +72,11 @@ def node_move(*, actor: AbstractBaseUser | None, node: BudgetNode, parent: Budge
     cannot sneak a cycle in.
     """
     with transaction.atomic():
+        _lock_tree()
         node, parent = _locked(node, parent)
         if parent.pk == node.parent_id:
             return node
-        if parent.pk == node.pk or parent.path.startswith(node.path + "/"):
+        if parent.pk == node.pk or below(parent.path, node.path):
             raise ValidationError({"parent": "A node cannot move under itself or one of its descendants."})
         if parent.archived:
             raise ValidationError({"parent": "The new parent is archived."})
@@ -83,10 +97,11 @@ def node_archive(*, actor: AbstractBaseUser | None, node: BudgetNode, reason: st
     Their history stays.
     """
     with transaction.atomic():
+        _lock_tree()
         (node,) = _locked(node)
         subtree = list(
-            BudgetNode.objects.select_for_update()
-            .filter(archived=False, path__startswith=node.path + "/")
+            BudgetNode.objects.select_for_update(no_key=True)
+            .filter(below_q(node.path), archived=False)
             .order_by("path")
         )
         targets = ([node] if not node.archived else []) + subtree
@@ -114,16 +129,17 @@ def allocation_set(
     *, actor: AbstractBaseUser | None, node: BudgetNode, cluster: Cluster, gpus: Decimal | str, reason: str
 ) -> Allocation:
     """Set a node's allocation on a cluster to ``gpus`` (>= 0, two decimals); a reason is required."""
-    errors = {}
+    errors: dict[str, str] = {}
     amount = _parse_gpus(gpus, errors)
     reason = (reason or "").strip()
     if not reason:
         errors["reason"] = "Say briefly why the budget changes."
-    if node.archived:
-        errors["gpus"] = "This node is archived; it cannot be funded."
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
+        _lock_tree(shared=True)
+        if BudgetNode.objects.filter(pk=node.pk, archived=True).exists():  # read after an archive commits
+            raise ValidationError({"gpus": "This node is archived; it cannot be funded."})
         allocation, _ = Allocation.objects.select_for_update().get_or_create(node=node, cluster=cluster)
         if allocation.gpus == amount:
             return allocation
@@ -137,12 +153,34 @@ def allocation_set(
 # --- helpers -------------------------------------------------------------------------------------
 
 
+def _lock_tree(*, shared: bool = False) -> None:
+    """Take the budget tree's lock until the transaction ends (PostgreSQL advisory lock).
+
+    Exclusive for edits that write paths or read a subtree by path; ``shared`` for allocation
+    changes, which only must not interleave with an archive. SQLite needs nothing here: its
+    transactions begin IMMEDIATE (settings), so writers already run one at a time.
+    """
+    if connection.vendor != "postgresql":
+        return
+    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {function}(%s, %s)", list(TREE_LOCK))
+
+
 def _locked(*nodes: BudgetNode) -> list[BudgetNode]:
-    """Fresh copies of the nodes, row-locked in id order (no deadlock between two movers)."""
+    """Fresh copies of the nodes, row-locked in id order (no deadlock between two movers).
+
+    ``FOR NO KEY UPDATE``: rows that reference a node (workloads, history) can still be inserted.
+    """
     rows = {
         row.pk: row
-        for row in BudgetNode.objects.select_for_update().filter(pk__in=[n.pk for n in nodes]).order_by("pk")
+        for row in BudgetNode.objects.select_for_update(no_key=True)
+        .filter(pk__in=[n.pk for n in nodes])
+        .order_by("pk")
     }
+    missing = [n.pk for n in nodes if n.pk not in rows]
+    if missing:
+        raise ValidationError({"parent": f"Budget node {missing[0]} no longer exists."})
     return [rows[n.pk] for n in nodes]
 
 
@@ -179,7 +217,7 @@ def _repath_subtree(*, node: BudgetNode, new_path: str) -> None:
     old_path = node.path
     if old_path == new_path:
         return
-    descendants = list(BudgetNode.objects.filter(path__startswith=old_path + "/"))
+    descendants = list(BudgetNode.objects.filter(below_q(old_path)))
     for descendant in descendants:
         descendant.path = new_path + descendant.path[len(old_path) :]
     node.path = new_path

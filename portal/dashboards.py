@@ -13,6 +13,7 @@ from django.db.models import Count, Q, Sum
 from django.utils.safestring import SafeString
 
 from budgets.models import BudgetNode, Membership
+from budgets.paths import in_subtree
 from budgets.selectors import User, cluster_list
 from portal import charts, metrics
 from scheduling.models import (
@@ -113,11 +114,7 @@ def my_allocations(
     lines = []
     for node, role in sorted(held, key=lambda item: item[0].path):
         for cluster in clusters:
-            inside = [
-                v
-                for (c, p), v in totals.items()
-                if c == cluster.pk and (p == node.path or p.startswith(node.path + "/"))
-            ]
+            inside = [v for (c, p), v in totals.items() if c == cluster.pk and in_subtree(p, node.path)]
             lines.append(
                 AllocationLine(node, cluster, role, sum(v[0] for v in inside), sum(v[1] for v in inside))
             )

@@ -17,6 +17,7 @@ from django.core.cache import cache
 from django.db.models import Count, F, QuerySet, Sum
 
 from budgets.models import Allocation, BudgetNode
+from budgets.paths import subtree_q
 from portal.metrics import fair_share_ratio
 from scheduling.accounting import usage_in_window
 from scheduling.models import Cluster, Decision, Run, SchedulingPass, Workload, WorkloadClass, WorkloadState
@@ -52,7 +53,7 @@ def queue_rows(*, cluster: Cluster, filters: Mapping[str, str]) -> QuerySet[Work
         .only(*QUEUE_FIELDS)  # no JSON metadata or reason params decoded per row
     )
     if allocation := filters.get("allocation"):
-        queryset = queryset.filter(allocation__path__startswith=allocation.rstrip("/"))
+        queryset = queryset.filter(subtree_q(allocation.rstrip("/"), field="allocation__path"))
     if user := filters.get("user"):
         queryset = queryset.filter(user_name=user)
     if workload_class := filters.get("class"):

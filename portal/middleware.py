@@ -1,0 +1,48 @@
+"""Cross-cutting request handling: contention in the database is a 409 with a message, never a 500.
+
+Writes lock what they rewrite (``budgets.services._lock_tree``), so two edits normally wait for
+each other. If the database still gives up on one (a deadlock it broke, a lock or statement
+timeout, SQLite's busy lock), the edit was rolled back whole: the caller may simply send it again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.db import OperationalError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+logger = logging.getLogger(__name__)
+
+# PostgreSQL SQLSTATEs: deadlock_detected, lock_not_available, serialization_failure, query_canceled
+CONTENTION_SQLSTATES = frozenset({"40P01", "55P03", "40001", "57014"})
+CONTENTION_MESSAGE = "Someone else changed the same data at the same moment; nothing was saved. Try again."
+
+
+def is_contention(error: BaseException) -> bool:
+    """Did the database refuse the statement because of another transaction (not a bug of ours)?"""
+    if not isinstance(error, OperationalError):
+        return False
+    sqlstate = getattr(error.__cause__, "sqlstate", None)
+    if sqlstate is not None:
+        return sqlstate in CONTENTION_SQLSTATES
+    return "locked" in str(error)  # SQLite: "database is locked", "database table is locked"
+
+
+class ContentionMiddleware:
+    """Answer a request that lost a database race with 409 (JSON under /api/, text elsewhere)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not is_contention(exception):
+            return None
+        logger.warning("409 for %s %s: %s", request.method, request.path, exception)
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": CONTENTION_MESSAGE}, status=409)
+        return HttpResponse(CONTENTION_MESSAGE, status=409, content_type="text/plain; charset=utf-8")
