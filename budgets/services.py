@@ -14,7 +14,8 @@ Allocation changes take the same lock shared: they run side by side, but never b
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+import re
+from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
@@ -27,6 +28,7 @@ from scheduling.models import Cluster
 
 MAX_GPUS = Decimal("99999999.99")  # what Allocation.gpus (10 digits, 2 decimals) can hold
 CENT = Decimal("0.01")
+PLAIN_DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", re.ASCII)
 TREE_LOCK = (0x7EE, 0)  # the PostgreSQL advisory-lock key of the budget tree (scheduling uses 0x5C4ED)
 
 
@@ -191,8 +193,10 @@ def _clean_name(name: str) -> tuple[str, str]:
         raise ValidationError({"name": "Give the node a name."})
     if len(name) > 100:
         raise ValidationError({"name": "Keep the name under 100 characters."})
-    if not slug:
-        raise ValidationError({"name": "The name needs at least one letter or digit."})
+    if not slug:  # slugify keeps only Latin letters, digits and dashes: the path names Slurm accounts
+        raise ValidationError(
+            {"name": "The name needs at least one Latin letter (a-z) or digit: it becomes the node's path."}
+        )
     return name, slug
 
 
@@ -225,21 +229,20 @@ def _repath_subtree(*, node: BudgetNode, new_path: str) -> None:
 
 
 def _parse_gpus(value: Decimal | str, errors: dict[str, str]) -> Decimal:
-    try:
-        amount = Decimal(str(value).strip())
-    except (InvalidOperation, ValueError):
-        errors["gpus"] = "Enter a number of GPUs, e.g. 24 or 12.5."
+    """Plain ASCII decimals only ("24", "12.5"): no exponents, no other scripts' digits; -0 is 0."""
+    text = str(value).strip()
+    if not PLAIN_DECIMAL.fullmatch(text):
+        errors["gpus"] = "Enter a number of GPUs in plain digits, e.g. 24 or 12.5."
         return Decimal(0)
-    if not amount.is_finite():
-        errors["gpus"] = "Enter a number of GPUs, e.g. 24 or 12.5."
-    elif amount < 0:
+    amount = Decimal(text)
+    if amount < 0:
         errors["gpus"] = "GPUs cannot be negative."
     elif amount > MAX_GPUS:
         errors["gpus"] = "That is more GPUs than any cluster holds."
     elif amount != amount.quantize(CENT):
         errors["gpus"] = "Use at most two decimals."
     else:
-        return amount.quantize(CENT)
+        return amount.quantize(CENT).copy_abs()  # copy_abs: "-0" is stored as 0.00, not -0.00
     return Decimal(0)
 
 

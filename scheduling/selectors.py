@@ -37,13 +37,19 @@ def workload_list(*, filters: Mapping[str, str] | None = None) -> QuerySet[Workl
     return queryset.order_by("-submitted_at", "-id")
 
 
-def may_act_on(user: AbstractBaseUser | AnonymousUser, workload: Workload) -> bool:
-    """Cancel / hold / release: the owner, a manager of the workload's allocation (or above), staff."""
+def may_act_on(
+    user: AbstractBaseUser | AnonymousUser, workload: Workload, *, memberships: dict[str, str] | None = None
+) -> bool:
+    """Cancel / hold / release, and read the command: the owner, a manager of the workload's
+    allocation (or above), staff. ``memberships`` as from ``budgets.access.memberships_by_path``."""
     if not user.is_authenticated:
         return False
     if user.is_staff or (workload.owner_id is not None and workload.owner_id == user.pk):
         return True
-    return workload.allocation is not None and role_on(user, workload.allocation) == Role.MANAGER
+    return (
+        workload.allocation is not None
+        and role_on(user, workload.allocation, memberships=memberships) == Role.MANAGER
+    )
 
 
 def workload_get_for_user(

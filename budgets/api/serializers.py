@@ -93,8 +93,15 @@ class AllocationUpdateSerializer(serializers.Serializer):
 
 class BudgetChangeSerializer(serializers.ModelSerializer):
     node_path = serializers.CharField(source="node.path", read_only=True)
-    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    cluster = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    actor = serializers.SlugRelatedField(
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="null for the system or a deleted user",
+    )
+    cluster = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True, help_text="null for structural changes"
+    )
 
     class Meta:
         model = BudgetChange

@@ -40,7 +40,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
         return workload_get_for_user(user=self.request.user, workload_id=self.kwargs["pk"])
 
     def retrieve(self, request: Request, *args: object, **kwargs: object) -> Response:
-        return Response(WorkloadDetailSerializer(self.get_object()).data)
+        return Response(WorkloadDetailSerializer(self.get_object(), context={"request": request}).data)
 
     @extend_schema(request=WorkloadSubmitSerializer, responses={201: WorkloadSerializer})
     def create(self, request: Request) -> Response:
@@ -62,7 +62,10 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
                 )
         except SubmissionRefused as refused:
             raise serializers.ValidationError(refused.errors) from None
-        body = {**WorkloadSerializer(result.workload).data, "warnings": result.warnings}
+        body = {
+            **WorkloadSerializer(result.workload, context={"request": request}).data,
+            "warnings": result.warnings,
+        }
         return Response(body, status=status.HTTP_201_CREATED)
 
     def _act(self, request: Request, pk: str, service, **extra: object) -> Response:  # noqa: ANN001
@@ -71,9 +74,8 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             workload = service(workload=workload, actor=request.user, **extra)
         except IllegalTransition as refused:
             return Response({"detail": str(refused)}, status=status.HTTP_409_CONFLICT)
-        return Response(
-            WorkloadSerializer(workload_get_for_user(user=request.user, workload_id=workload.pk)).data
-        )
+        workload = workload_get_for_user(user=request.user, workload_id=workload.pk)
+        return Response(WorkloadSerializer(workload, context={"request": request}).data)
 
     @extend_schema(request=None, responses={200: WorkloadSerializer})
     @action(detail=True, methods=["post"])

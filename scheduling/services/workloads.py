@@ -70,6 +70,21 @@ def _gpu_errors(*, cluster: Cluster, gpus: int, gpus_per_node: int | None) -> li
     return []
 
 
+def _gpu_type_errors(*, cluster: Cluster, gpu_type: str) -> tuple[str, list[str]]:
+    """The GPU type as the cluster spells it, or why it is not one of the cluster's node types.
+
+    Empty means any type. A cluster with no known nodes yet offers its declared ``gpu_type``.
+    """
+    if not gpu_type:
+        return "", []
+    offered = sorted(set(Node.objects.filter(cluster=cluster).values_list("gpu_type", flat=True)) - {""})
+    offered = offered or [cluster.gpu_type]
+    for known in offered:
+        if known.lower() == gpu_type.lower():
+            return known, []
+    return "", [f"{cluster.name} has no {gpu_type} GPUs; its nodes have: {', '.join(offered)}."]
+
+
 def _allocation_errors(*, actor, allocation_path: str) -> tuple[BudgetNode | None, list[str]]:
     node = BudgetNode.objects.filter(path=allocation_path).first()
     if node is None:
@@ -93,8 +108,11 @@ def _check_submission(
     workload_class: str,
     min_runtime_s: int,
     max_runtime_s: int | None,
+    gpu_type: str = "",
 ) -> BudgetNode:
     errors: dict[str, list[str]] = {}
+    if gpu_type_errors := _gpu_type_errors(cluster=cluster, gpu_type=gpu_type)[1]:
+        errors["gpu_type"] = gpu_type_errors
     node, allocation_errors = _allocation_errors(actor=actor, allocation_path=allocation_path)
     if allocation_errors:
         errors["allocation"] = allocation_errors
@@ -125,6 +143,7 @@ def workload_submit(
     max_runtime_s: int | None = None,
     name: str = "",
     metadata: dict | None = None,
+    gpu_type: str = "",
     now: datetime | None = None,
 ) -> SubmitResult:
     """Queue a workload; it reaches the backend at the next pass. Raises SubmissionRefused, writing nothing.
@@ -140,6 +159,7 @@ def workload_submit(
         workload_class=workload_class,
         min_runtime_s=min_runtime_s,
         max_runtime_s=max_runtime_s,
+        gpu_type=gpu_type,
     )
     warnings = []
     clipped = min(min_runtime_s, cluster.min_runtime_cap_s)
@@ -158,6 +178,7 @@ def workload_submit(
         workload_class=workload_class,
         gpus=gpus,
         gpus_per_node=gpus_per_node,
+        gpu_type=_gpu_type_errors(cluster=cluster, gpu_type=gpu_type)[0],
         min_runtime_s=clipped,
         min_runtime_requested_s=min_runtime_s,
         resumable=resumable,
