@@ -10,24 +10,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from portal.contention import CONTENTION_MESSAGE, is_contention
+
 logger = logging.getLogger(__name__)
-
-# PostgreSQL SQLSTATEs: deadlock_detected, lock_not_available, serialization_failure, query_canceled
-CONTENTION_SQLSTATES = frozenset({"40P01", "55P03", "40001", "57014"})
-CONTENTION_MESSAGE = "Someone else changed the same data at the same moment; nothing was saved. Try again."
-
-
-def is_contention(error: BaseException) -> bool:
-    """Did the database refuse the statement because of another transaction (not a bug of ours)?"""
-    if not isinstance(error, OperationalError):
-        return False
-    sqlstate = getattr(error.__cause__, "sqlstate", None)
-    if sqlstate is not None:
-        return sqlstate in CONTENTION_SQLSTATES
-    return "locked" in str(error)  # SQLite: "database is locked", "database table is locked"
 
 
 class ContentionMiddleware:

@@ -60,7 +60,7 @@ def test_the_pyramid_page_shows_the_api_numbers_and_plotly_charts(history, froze
     assert f"{now['occupancy'] * 100:.1f}%" in page
     assert f"{now['impact'] * 100:.1f}%" in page
     assert f"{now['allocations_at_95pct']} of {now['allocations_owed']} allocations" in page
-    assert 'id="chart-pyramid"' in page and "Plotly.newPlot" in page
+    assert 'id="chart-pyramid"' in page and 'data-plotly-figure="chart-pyramid"' in page
     assert "plotly/plotly.min.js" in page
     assert len(api["series"]["time"]) == 7 * 24
 
@@ -281,7 +281,7 @@ def test_the_api_reads_a_fixed_number_of_queries(
 def test_a_cluster_without_history_says_so_instead_of_drawing_empty_charts(lab, frozen_now):
     page = _text(client_for(lab.oscar).get("/metrics/main/"))
     assert "No history for this period yet" in page
-    assert "Plotly.newPlot" not in page
+    assert "data-plotly-figure" not in page
     assert "75.0%" in page  # availability now comes from the nodes themselves
 
 
