@@ -6,6 +6,8 @@ import contextlib
 from datetime import timedelta
 from pathlib import Path
 
+from csp.constants import NONE, SELF, UNSAFE_INLINE
+
 from portal.env import (
     ImproperlyConfiguredEnv,
     env_bool,
@@ -38,16 +40,38 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
-# Behind an HTTPS-terminating proxy, set HTTPS=true: cookies become secure-only and HSTS is sent.
+# Behind an HTTPS-terminating proxy, set HTTPS=true: cookies become secure-only, plain HTTP is
+# redirected (but /healthz, which the container's health check calls directly) and HSTS is sent
+# for the host and its subdomains, ready for the browsers' preload list (`check --deploy` is clean).
 HTTPS = env_bool("HTTPS", False)
 SESSION_COOKIE_SECURE = HTTPS
 CSRF_COOKIE_SECURE = HTTPS
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if HTTPS else None
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", HTTPS)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy (django-csp): scripts only from our own static files, no inline script
+# (charts travel as JSON data blocks, see portal/charts.py). Styles may be inline: Plotly and htmx
+# inject <style> elements, and a few templates set a width or an indent with style="...".
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -63,6 +87,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI served from here, not a CDN: /api/docs/ works offline
     "django_filters",
     "django_htmx",
+    "csp",
     "portal",
     "budgets",
     "scheduling",
@@ -79,6 +104,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
     "portal.middleware.ContentionMiddleware",
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out sign-in into portal.throttling's 429
 ]
