@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import User as AuthUser
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
@@ -22,7 +23,7 @@ from budgets.models import Allocation, BudgetChange, BudgetNode
 from budgets.paths import below
 from scheduling.models import Cluster
 
-User = AbstractBaseUser | AnonymousUser
+User = AuthUser | AnonymousUser
 Action = Literal["view", "edit", "add_child"]
 _CHECKS = {"view": access.can_view, "edit": access.can_edit, "add_child": access.can_add_child}
 ZERO = Decimal(0)

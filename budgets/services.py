@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils.text import slugify
@@ -32,7 +32,7 @@ PLAIN_DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", re.ASCII)
 TREE_LOCK = (0x7EE, 0)  # the PostgreSQL advisory-lock key of the budget tree (scheduling uses 0x5C4ED)
 
 
-def node_create(*, actor: AbstractBaseUser | None, parent: BudgetNode | None, name: str) -> BudgetNode:
+def node_create(*, actor: User | AnonymousUser | None, parent: BudgetNode | None, name: str) -> BudgetNode:
     """Create a budget node under ``parent`` (a root when None) and record its creation."""
     name, slug = _clean_name(name)
     if parent is not None and parent.archived:
@@ -50,7 +50,7 @@ def node_create(*, actor: AbstractBaseUser | None, parent: BudgetNode | None, na
     return node
 
 
-def node_rename(*, actor: AbstractBaseUser | None, node: BudgetNode, name: str) -> BudgetNode:
+def node_rename(*, actor: User | AnonymousUser | None, node: BudgetNode, name: str) -> BudgetNode:
     """Rename a node; its slug, and the path of its whole subtree, follow the new name."""
     name, slug = _clean_name(name)
     with transaction.atomic():
@@ -67,7 +67,7 @@ def node_rename(*, actor: AbstractBaseUser | None, node: BudgetNode, name: str) 
     return node
 
 
-def node_move(*, actor: AbstractBaseUser | None, node: BudgetNode, parent: BudgetNode) -> BudgetNode:
+def node_move(*, actor: User | AnonymousUser | None, node: BudgetNode, parent: BudgetNode) -> BudgetNode:
     """Move a node (with its subtree) under another parent; never under itself or a descendant.
 
     Both rows are locked and re-read first, so stale paths (or a concurrent move the other way)
@@ -91,7 +91,7 @@ def node_move(*, actor: AbstractBaseUser | None, node: BudgetNode, parent: Budge
     return node
 
 
-def node_archive(*, actor: AbstractBaseUser | None, node: BudgetNode, reason: str = "") -> int:
+def node_archive(*, actor: User | AnonymousUser | None, node: BudgetNode, reason: str = "") -> int:
     """Archive a node and every live node below it; returns how many nodes were archived.
 
     Archived nodes leave the tree editor and fund nothing: their allocations drop to 0 (each drop
@@ -115,7 +115,7 @@ def node_archive(*, actor: AbstractBaseUser | None, node: BudgetNode, reason: st
     return len(targets)
 
 
-def _defund(*, nodes: list[BudgetNode], actor: AbstractBaseUser | None, reason: str) -> None:
+def _defund(*, nodes: list[BudgetNode], actor: User | AnonymousUser | None, reason: str) -> None:
     funded = (
         Allocation.objects.select_for_update().filter(node__in=nodes, gpus__gt=0).select_related("cluster")
     )
@@ -128,7 +128,12 @@ def _defund(*, nodes: list[BudgetNode], actor: AbstractBaseUser | None, reason: 
 
 
 def allocation_set(
-    *, actor: AbstractBaseUser | None, node: BudgetNode, cluster: Cluster, gpus: Decimal | str, reason: str
+    *,
+    actor: User | AnonymousUser | None,
+    node: BudgetNode,
+    cluster: Cluster,
+    gpus: Decimal | str,
+    reason: str,
 ) -> Allocation:
     """Set a node's allocation on a cluster to ``gpus`` (>= 0, two decimals); a reason is required."""
     errors: dict[str, str] = {}
@@ -249,7 +254,7 @@ def _parse_gpus(value: Decimal | str, errors: dict[str, str]) -> Decimal:
 def _record(
     *,
     node: BudgetNode,
-    actor: AbstractBaseUser | None,
+    actor: User | AnonymousUser | None,
     field: str,
     old: object,
     new: object,
@@ -258,7 +263,7 @@ def _record(
 ) -> BudgetChange:
     return BudgetChange.objects.create(
         node=node,
-        actor=actor,
+        actor=actor if isinstance(actor, User) else None,
         field=field,
         old_value=str(old),
         new_value=str(new),

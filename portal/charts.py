@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import plotly.io as pio
 from django.utils.safestring import SafeString, mark_safe
@@ -77,7 +78,7 @@ def line_chart(
     times = _iso(x)
     data = []
     for name, values in series.items():
-        trace = {"type": "scatter", "mode": "lines", "name": name, "x": times, "y": list(values),
+        trace: dict[str, Any] = {"type": "scatter", "mode": "lines", "name": name, "x": times, "y": list(values),
                  "line": {"width": 2, "dash": "dash" if name in dashed else "solid"}}  # fmt: skip
         if name in stacked:
             trace["stackgroup"] = "one"

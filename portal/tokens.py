@@ -15,8 +15,8 @@ import hmac
 import secrets
 from datetime import timedelta
 
-from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import ValidationError
+from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404
@@ -33,9 +33,11 @@ def _digest(secret: str) -> str:
 
 
 def token_issue(
-    *, user: AbstractBaseUser, name: str, expires_in_days: int | None = None
+    *, user: User | AnonymousUser, name: str, expires_in_days: int | None = None
 ) -> tuple[ApiToken, str]:
     """A new token for ``user``; returns the row and the secret (the only time it is known)."""
+    if isinstance(user, AnonymousUser):
+        raise PermissionDenied("Sign in to get a token.")
     name = " ".join((name or "").split())
     if not name:
         raise ValidationError({"name": "Name the token, e.g. after the machine or script that uses it."})
@@ -53,12 +55,14 @@ def token_issue(
     return token, secret
 
 
-def tokens_of(*, user: AbstractBaseUser) -> QuerySet[ApiToken]:
+def tokens_of(*, user: User | AnonymousUser) -> QuerySet[ApiToken]:
     """The user's tokens, newest first (revoked and expired ones too: the list is their history)."""
-    return ApiToken.objects.filter(user_id=user.pk).order_by("-created_at", "-id")
+    if isinstance(user, AnonymousUser):
+        return ApiToken.objects.none()
+    return ApiToken.objects.filter(user=user).order_by("-created_at", "-id")
 
 
-def token_revoke(*, user: AbstractBaseUser, token_id: int) -> ApiToken:
+def token_revoke(*, user: User | AnonymousUser, token_id: int) -> ApiToken:
     """Revoke one of the user's own tokens (404 for anyone else's); revoking twice changes nothing."""
     token = tokens_of(user=user).filter(pk=token_id).first()
     if token is None:

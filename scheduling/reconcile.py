@@ -314,12 +314,13 @@ def _end_reason(workload: Workload, job: ObservedJob, *, attempt: int) -> str:
 def _next_state(workload: Workload, reason: str) -> str:
     if reason == EndReason.NODE_FAILURE:
         return WorkloadState.PENDING if workload.resumable else WorkloadState.FAILED
-    return {
+    states: dict[str, WorkloadState] = {
         EndReason.COMPLETED: WorkloadState.COMPLETED,
         EndReason.FAILED: WorkloadState.FAILED,
         EndReason.CANCELLED: WorkloadState.CANCELLED,
         EndReason.PREEMPTED: WorkloadState.PREEMPTED,
-    }[reason]
+    }
+    return states[reason]
 
 
 def _end_run(

@@ -148,7 +148,9 @@ def fair_tree_comparison(*, workload: Workload, now: datetime) -> FairTreeCompar
     ahead = Workload.objects.filter(
         cluster=workload.cluster_id, state=WorkloadState.PENDING, pending_reason__position__lt=position or 0
     ).values_list("allocation__path", flat=True)
-    mine = workload.allocation.path
+    from scheduling.snapshot import UNALLOCATED  # here: scheduling.snapshot imports this module
+
+    mine = workload.allocation.path if workload.allocation is not None else UNALLOCATED
     branches: dict[str, dict[str, int]] = {}
     result = FairTreeComparison()
     for path in ahead:
@@ -350,7 +352,7 @@ def options_snapshot_for_pass(
     shared = _pass_snapshots.get(cluster.pk)
     if shared is not None and shared.key == key:
         queued = next((w for w in shared.snapshot.pending if w.id == workload.pk), None)
-        path = workload.allocation.path if workload.allocation_id else UNALLOCATED
+        path = workload.allocation.path if workload.allocation is not None else UNALLOCATED
         if queued is not None and queued.held == workload.held and queued.allocation == path:
             return shared
     snapshot, config = options_snapshot(cluster=cluster, now=now)

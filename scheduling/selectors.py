@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
@@ -38,7 +38,7 @@ def workload_list(*, filters: Mapping[str, str] | None = None) -> QuerySet[Workl
 
 
 def may_act_on(
-    user: AbstractBaseUser | AnonymousUser, workload: Workload, *, memberships: dict[str, str] | None = None
+    user: User | AnonymousUser, workload: Workload, *, memberships: dict[str, str] | None = None
 ) -> bool:
     """Cancel / hold / release, and read the command: the owner, a manager of the workload's
     allocation (or above), staff. ``memberships`` as from ``budgets.access.memberships_by_path``."""
@@ -52,9 +52,7 @@ def may_act_on(
     )
 
 
-def workload_get_for_user(
-    *, user: AbstractBaseUser | AnonymousUser, workload_id: object, act: bool = False
-) -> Workload:
+def workload_get_for_user(*, user: User | AnonymousUser, workload_id: object, act: bool = False) -> Workload:
     """The one access-checked getter: 404 when it does not exist, PermissionDenied to act without right."""
     try:
         workload = workload_list().get(pk=int(str(workload_id)))

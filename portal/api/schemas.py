@@ -127,7 +127,7 @@ class ChildDeliverySchema(s.Serializer):
 
 class CauseSchema(s.Serializer):
     cause = s.CharField()
-    label = s.CharField()
+    label = s.CharField()  # type: ignore[assignment]  # a field named like Field.label, as the JSON has it
     gpu_hours = s.FloatField()
 
 

@@ -7,6 +7,8 @@ the endpoint is also rate-limited per address by DRF's scoped throttle ``token``
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import authenticate
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema
@@ -60,9 +62,9 @@ def _issued(token: ApiToken, secret: str) -> dict:
     return {**ApiTokenSerializer(token).data, "token": secret}
 
 
-def _issue(**kwargs: object) -> tuple[ApiToken, str]:
+def _issue(**kwargs: Any) -> tuple[ApiToken, str]:
     try:
-        return token_issue(**kwargs)  # type: ignore[arg-type]
+        return token_issue(**kwargs)
     except DjangoValidationError as error:
         raise ValidationError(error.message_dict) from None
 

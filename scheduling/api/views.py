@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -39,7 +41,7 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     def get_object(self):  # noqa: ANN201
         return workload_get_for_user(user=self.request.user, workload_id=self.kwargs["pk"])
 
-    def retrieve(self, request: Request, *args: object, **kwargs: object) -> Response:
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return Response(WorkloadDetailSerializer(self.get_object(), context={"request": request}).data)
 
     @extend_schema(request=WorkloadSubmitSerializer, responses={201: WorkloadSerializer})

@@ -101,7 +101,7 @@ def wanted_accounts(*, cluster: Cluster) -> tuple[WantedAccount, ...]:
         WantedAccount(
             name=account_name(node.path),
             path=node.path,
-            parent=account_name(node.parent.path) if node.parent_id else "root",
+            parent=account_name(node.parent.path) if node.parent is not None else "root",
             users=tuple(sorted(set(extra_users) | members.get(node.id, set()))),
         )
         for node in sorted(nodes, key=lambda node: (node.path.count("/"), node.path))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from itertools import cycle
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
@@ -24,7 +25,7 @@ User = get_user_model()
 class Command(BaseCommand):
     help = "Load the demo organisation, clusters, budgets, researchers and persona logins."
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         with transaction.atomic():
             clusters = self._clusters()
             tree = self._tree()
