@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from budgets.access import memberships_by_path
 from portal.api.parsers import contains_nul
-from scheduling.models import PendingReason, Run, Workload, WorkloadClass
+from scheduling.models import Cluster, PendingReason, Run, Workload, WorkloadClass
 from scheduling.selectors import may_act_on
 
 MAX_STORED_INT = 2**31 - 1  # the columns are PositiveIntegerField
@@ -60,7 +62,9 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 class WorkloadSerializer(serializers.ModelSerializer):
-    cluster = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
     allocation = serializers.CharField(source="allocation_path", read_only=True)
     user = serializers.CharField(source="user_name", read_only=True)
     metadata = serializers.SerializerMethodField(
@@ -90,9 +94,10 @@ class WorkloadSerializer(serializers.ModelSerializer):
         request = self.context.get("request")
         if request is None:
             return False
-        if "memberships" not in self.context:  # one memberships query per response, not per row
-            self.context["memberships"] = memberships_by_path(request.user)
-        return may_act_on(request.user, workload, memberships=self.context["memberships"])
+        context = cast(dict[str, Any], self.context)  # DRF passes a dict; the stubs say Mapping
+        if "memberships" not in context:  # one memberships query per response, not per row
+            context["memberships"] = memberships_by_path(request.user)
+        return may_act_on(request.user, workload, memberships=context["memberships"])
 
     @extend_schema_field(PendingReasonSerializer(allow_null=True))
     def get_pending_reason(self, workload: Workload) -> dict | None:
