@@ -8,7 +8,7 @@ shares one look (fonts, margins, legend under the plot) so it reads well at 1280
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -63,7 +63,7 @@ def line_chart(
     *,
     div_id: str,
     x: Sequence[datetime],
-    series: dict[str, Sequence[float | None]],
+    series: Mapping[str, Sequence[float | None]],
     y_title: str,
     dashed: Sequence[str] = (),
     stacked: Sequence[str] = (),

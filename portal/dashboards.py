@@ -80,7 +80,7 @@ def home_board(*, user: User, now: datetime, days: int = 7) -> HomeBoard:
         .order_by("-state_changed_at", "-id")[:5]
     )
     memberships = list(
-        Membership.objects.filter(user_id=user.pk, node__archived=False).select_related("node")
+        Membership.objects.filter(user_id=user.pk, node__archived=False).select_related("node")  # type: ignore[misc]  # anonymous: None matches nothing
     )
     return HomeBoard(
         workloads=live[:15] + finished,
@@ -206,7 +206,7 @@ def squatting_workloads(*, cluster: Cluster, now: datetime, limit: int = 20) -> 
         .filter(busy__lt=SQUATTING_BELOW)
         .order_by("busy", "workload_id")[:limit]
     )
-    return list(rows)
+    return [dict(row) for row in rows]
 
 
 def most_preempted(*, cluster: Cluster, limit: int = 10) -> list[Workload]:

@@ -16,8 +16,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.db import models
 from django.db.models import Q, Sum
 
 from scheduling.bulk import update_rows
@@ -110,8 +110,8 @@ def _add_to_rows(
         Q(allocation_id__in=[a for a in allocations if a is not None]) | Q(allocation__isnull=True)
     )
     existing = {tuple(getattr(row, name) for name in key_fields): row for row in rows}
-    changed: list[models.Model] = []
-    created: list[models.Model] = []
+    changed: list[Any] = []  # rows of ``model``
+    created: list[Any] = []
     for key, amounts in deltas.items():
         row = existing.get(key) or model(cluster_id=cluster_id, **dict(zip(key_fields, key, strict=True)))
         for name, amount in amounts.items():

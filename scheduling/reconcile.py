@@ -80,11 +80,11 @@ def reconcile(
     open_attempts = dict(
         Run.objects.filter(cluster=cluster, ended_at__isnull=True).values_list("workload_id", "attempt")
     )
-    matched = [
+    lookups = [
         (job, known[job.workload_id] if job.workload_id in known else known.get(job.ref))
         for job in state.jobs
     ]
-    matched = [(job, light) for job, light in matched if light is not None]
+    matched = [(job, light) for job, light in lookups if light is not None]
     to_sync = [
         (job, light.id) for job, light in matched if not _settled(job, light, open_attempts.get(light.id))
     ]

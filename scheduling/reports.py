@@ -76,7 +76,7 @@ def with_waits(rows: QuerySet[Workload], *, now: datetime) -> list[Workload]:
     """The rows, each with ``wait_s``: seconds since it was last queued (submit or requeue)."""
     listed = list(rows)
     for workload in listed:
-        workload.wait_s = max((now - workload.queued_at).total_seconds(), 0.0)
+        workload.wait_s = max((now - workload.queued_at).total_seconds(), 0.0)  # type: ignore[attr-defined]  # for display only
     return listed
 
 

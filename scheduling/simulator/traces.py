@@ -114,7 +114,7 @@ def read_trace(path: str | Path, fmt: TraceFormat | None = None, *, skip_bad_row
     source = str(path)
     with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
-        _check_header(source, reader.fieldnames or [], fmt)
+        _check_header(source, list(reader.fieldnames or []), fmt)
         rows, errors = [], []
         for row in reader:
             try:
