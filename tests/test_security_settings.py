@@ -25,6 +25,7 @@ def test_check_deploy_is_clean_with_https_on(tmp_path):
         "STATIC_ROOT": str(tmp_path / "static"),
     }
     env.pop("DATABASE_URL", None)
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # set by the browser tests' live server, never in production
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
