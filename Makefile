@@ -9,7 +9,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
-.PHONY: install demo test lint format system-deps browsers slurm-up slurm-down clean
+.PHONY: install demo test coverage typecheck lint format system-deps browsers slurm-up slurm-down clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || { echo "Creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
@@ -30,6 +30,14 @@ demo: $(STAMP)
 ## make test: the whole test suite (SQLite unless DATABASE_URL is set)
 test: install
 	SECRET_KEY=$${SECRET_KEY:-test-only-secret-key} $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## make coverage: the whole suite with branch coverage, printed; fails under the floor in pyproject.toml
+coverage:
+	@$(MAKE) --no-print-directory test PYTEST_ARGS="--cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)"
+
+## make typecheck: mypy (django-stubs, djangorestframework-stubs) over portal/, budgets/ and scheduling/
+typecheck: install
+	$(BIN)/mypy
 
 lint: install
 	$(BIN)/ruff check .

@@ -7,7 +7,7 @@ Staff edit everything. Members may submit workloads to their nodes' subtrees; vi
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 
 from budgets.models import BudgetNode, Membership, Role
 
@@ -18,7 +18,7 @@ def ancestor_paths(path: str) -> list[str]:
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def memberships_by_path(user: AbstractBaseUser | AnonymousUser) -> dict[str, str]:
+def memberships_by_path(user: User | AnonymousUser) -> dict[str, str]:
     """Path -> role for every membership the user holds (one query)."""
     if not user.is_authenticated:
         return {}
@@ -26,7 +26,7 @@ def memberships_by_path(user: AbstractBaseUser | AnonymousUser) -> dict[str, str
 
 
 def role_on(
-    user: AbstractBaseUser | AnonymousUser, node: BudgetNode, *, memberships: dict[str, str] | None = None
+    user: User | AnonymousUser, node: BudgetNode, *, memberships: dict[str, str] | None = None
 ) -> str | None:
     """The closest membership role on the node or an ancestor, or None."""
     held = memberships if memberships is not None else memberships_by_path(user)
@@ -37,29 +37,27 @@ def role_on(
 
 
 def can_view(
-    user: AbstractBaseUser | AnonymousUser, node: BudgetNode, *, memberships: dict[str, str] | None = None
+    user: User | AnonymousUser, node: BudgetNode, *, memberships: dict[str, str] | None = None
 ) -> bool:
     # Every signed-in user may read the whole tree: budgets are public inside the lab.
     return bool(user.is_authenticated)
 
 
 def can_edit(
-    user: AbstractBaseUser | AnonymousUser, node: BudgetNode, *, memberships: dict[str, str] | None = None
+    user: User | AnonymousUser, node: BudgetNode, *, memberships: dict[str, str] | None = None
 ) -> bool:
     """May edit this node's name, placement, archive flag and allocations (it must be below a managed node)."""
     return _manages_one_of(user, ancestor_paths(node.path)[:-1], memberships)
 
 
 def can_add_child(
-    user: AbstractBaseUser | AnonymousUser, node: BudgetNode, *, memberships: dict[str, str] | None = None
+    user: User | AnonymousUser, node: BudgetNode, *, memberships: dict[str, str] | None = None
 ) -> bool:
     """A manager of a node may create children under it (they are its descendants)."""
     return _manages_one_of(user, ancestor_paths(node.path), memberships)
 
 
-def _manages_one_of(
-    user: AbstractBaseUser | AnonymousUser, paths: list[str], memberships: dict[str, str] | None
-) -> bool:
+def _manages_one_of(user: User | AnonymousUser, paths: list[str], memberships: dict[str, str] | None) -> bool:
     """Staff manage everything; anyone else must hold the manager role on one of ``paths``."""
     if not user.is_authenticated:
         return False
@@ -70,7 +68,7 @@ def _manages_one_of(
 
 
 def can_submit(
-    user: AbstractBaseUser | AnonymousUser, node: BudgetNode, *, memberships: dict[str, str] | None = None
+    user: User | AnonymousUser, node: BudgetNode, *, memberships: dict[str, str] | None = None
 ) -> bool:
     """Members and managers may charge workloads to their nodes' subtrees; staff anywhere."""
     if not user.is_authenticated:

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from django.db.models import Sum
 
 from budgets.models import Allocation, BudgetNode
+from budgets.paths import below
 from budgets.selectors import User, budget_tree
 from portal.metrics import bucket_start, meets_budget, per_bucket, period_bounds, ratio
 from portal.models import ClusterHour, PendingCause, PendingDay
@@ -96,7 +97,7 @@ def attribute_undelivered(*, undelivered: float, weights: Mapping[str, float]) -
 
 
 def subtree_ids(nodes: list[BudgetNode], root: BudgetNode) -> list[int]:
-    return [n.pk for n in nodes if n.pk == root.pk or n.path.startswith(root.path + "/")]
+    return [n.pk for n in nodes if n.pk == root.pk or below(n.path, root.path)]
 
 
 def delivery_report(*, node: BudgetNode, cluster: Cluster, user: User, now: datetime, days: int) -> Delivery:

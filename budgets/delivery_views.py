@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
@@ -16,11 +16,12 @@ from portal import charts
 from portal.csv_export import delivery_csv, wants_csv
 from portal.metrics import PERIODS_DAYS
 from portal.pages import parse_days
+from portal.requests import HtmxHttpRequest
 
 
 @login_required
 @require_GET
-def delivery_index(request: HttpRequest, cluster_slug: str) -> HttpResponse:
+def delivery_index(request: HtmxHttpRequest, cluster_slug: str) -> HttpResponse:
     """The cluster's first top-level node."""
     cluster = cluster_for_user(user=request.user, slug=cluster_slug)
     root = BudgetNode.objects.filter(parent__isnull=True, archived=False).order_by("name", "id").first()
@@ -31,7 +32,7 @@ def delivery_index(request: HttpRequest, cluster_slug: str) -> HttpResponse:
 
 @login_required
 @require_GET
-def delivery(request: HttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
+def delivery(request: HtmxHttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
     cluster = cluster_for_user(user=request.user, slug=cluster_slug)
     node = budget_node_for_user(user=request.user, node_id=node_id)
     report = delivery_report(
@@ -66,7 +67,7 @@ def _ancestors(node: BudgetNode) -> list[BudgetNode]:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def whatif_page(request: HttpRequest, cluster_slug: str) -> HttpResponse:
+def whatif_page(request: HtmxHttpRequest, cluster_slug: str) -> HttpResponse:
     cluster = cluster_for_user(user=request.user, slug=cluster_slug)
     context = {"cluster": cluster, "run": None, "may_run": whatif.may_run_whatif(request.user),
                "errors": {}, "values": {}, "days": 7, "days_choices": whatif.DAYS_CHOICES}  # fmt: skip
@@ -98,7 +99,7 @@ def whatif_page(request: HttpRequest, cluster_slug: str) -> HttpResponse:
 
 @login_required
 @require_GET
-def whatif_run(request: HttpRequest, run_id: int) -> HttpResponse:
+def whatif_run(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     run = whatif.whatif_run_for_user(user=request.user, run_id=run_id)
     template = "budgets/delivery/_whatif_progress.html" if request.htmx else "budgets/delivery/whatif.html"
     return render(request, template, {"cluster": run.cluster, "run": run, "rows": None})

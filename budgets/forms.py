@@ -3,6 +3,8 @@ are put back on the form's fields with ``apply_service_errors``."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.core.exceptions import ValidationError
 
@@ -14,7 +16,7 @@ class PanelForm(forms.Form):
 
     id_prefix = "id"
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("auto_id", f"{self.id_prefix}_%s")
         super().__init__(*args, **kwargs)
 
@@ -45,7 +47,7 @@ class MoveForm(PanelForm):
     id_prefix = "move"
     parent = forms.IntegerField(label="New parent", widget=forms.Select)
 
-    def __init__(self, *args: object, targets: list[TreeRow], **kwargs: object) -> None:
+    def __init__(self, *args: Any, targets: list[TreeRow], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["parent"].widget.choices = [("", "Choose a parent…")] + [
             (row.node.pk, "\u2003" * row.depth + row.node.name) for row in targets

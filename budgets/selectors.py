@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import User as AuthUser
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
@@ -19,9 +20,10 @@ from django.http import Http404
 from budgets import access
 from budgets.entitlement import entitlements
 from budgets.models import Allocation, BudgetChange, BudgetNode
+from budgets.paths import below
 from scheduling.models import Cluster
 
-User = AbstractBaseUser | AnonymousUser
+User = AuthUser | AnonymousUser
 Action = Literal["view", "edit", "add_child"]
 _CHECKS = {"view": access.can_view, "edit": access.can_edit, "add_child": access.can_add_child}
 ZERO = Decimal(0)
@@ -203,7 +205,7 @@ def move_targets(*, tree: BudgetTree, node: BudgetNode) -> list[TreeRow]:
         for row in tree.rows
         if row.can_add_child
         and row.node.pk not in (node.pk, node.parent_id)
-        and not row.node.path.startswith(node.path + "/")
+        and not below(row.node.path, node.path)
     ]
 
 

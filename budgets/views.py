@@ -10,7 +10,7 @@ from decimal import Decimal
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.forms import Form
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from budgets import selectors, services
 from budgets.forms import AllocationForm, ArchiveForm, ChildForm, MoveForm, RenameForm, apply_service_errors
 from budgets.models import BudgetNode
+from portal.requests import HtmxHttpRequest
 from scheduling.models import Cluster
 
 FORM_NAMES = ("allocation_form", "rename_form", "move_form", "child_form", "archive_form")
@@ -25,7 +26,7 @@ FORM_NAMES = ("allocation_form", "rename_form", "move_form", "child_form", "arch
 
 @login_required
 @require_GET
-def tree_index(request: HttpRequest) -> HttpResponse:
+def tree_index(request: HtmxHttpRequest) -> HttpResponse:
     cluster = selectors.cluster_list().first()
     if cluster is None:
         return render(request, "budgets/tree_page.html", {"clusters": []})
@@ -34,7 +35,7 @@ def tree_index(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def tree_page(request: HttpRequest, cluster_slug: str) -> HttpResponse:
+def tree_page(request: HtmxHttpRequest, cluster_slug: str) -> HttpResponse:
     cluster = selectors.cluster_for_user(user=request.user, slug=cluster_slug)
     node = None
     if request.GET.get("node"):
@@ -44,7 +45,7 @@ def tree_page(request: HttpRequest, cluster_slug: str) -> HttpResponse:
 
 @login_required
 @require_GET
-def node_panel(request: HttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
+def node_panel(request: HtmxHttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
     cluster = selectors.cluster_for_user(user=request.user, slug=cluster_slug)
     node = selectors.budget_node_for_user(user=request.user, node_id=node_id)
     if not request.htmx:
@@ -54,7 +55,7 @@ def node_panel(request: HttpRequest, cluster_slug: str, node_id: int) -> HttpRes
 
 @login_required
 @require_POST
-def allocation_set(request: HttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
+def allocation_set(request: HtmxHttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
     def apply(node: BudgetNode, form: Form, cluster: Cluster) -> BudgetNode:
         services.allocation_set(actor=request.user, node=node, cluster=cluster, **form.cleaned_data)
         return node
@@ -64,7 +65,7 @@ def allocation_set(request: HttpRequest, cluster_slug: str, node_id: int) -> Htt
 
 @login_required
 @require_POST
-def node_rename(request: HttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
+def node_rename(request: HtmxHttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
     def apply(node: BudgetNode, form: Form, cluster: Cluster) -> BudgetNode:
         return services.node_rename(actor=request.user, node=node, name=form.cleaned_data["name"])
 
@@ -73,7 +74,7 @@ def node_rename(request: HttpRequest, cluster_slug: str, node_id: int) -> HttpRe
 
 @login_required
 @require_POST
-def node_add_child(request: HttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
+def node_add_child(request: HtmxHttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
     def apply(node: BudgetNode, form: Form, cluster: Cluster) -> BudgetNode:
         return services.node_create(actor=request.user, parent=node, name=form.cleaned_data["name"])
 
@@ -82,7 +83,7 @@ def node_add_child(request: HttpRequest, cluster_slug: str, node_id: int) -> Htt
 
 @login_required
 @require_POST
-def node_move(request: HttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
+def node_move(request: HtmxHttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
     def apply(node: BudgetNode, form: Form, cluster: Cluster) -> BudgetNode:
         try:
             parent = selectors.budget_node_for_user(
@@ -97,7 +98,7 @@ def node_move(request: HttpRequest, cluster_slug: str, node_id: int) -> HttpResp
 
 @login_required
 @require_POST
-def node_archive(request: HttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
+def node_archive(request: HtmxHttpRequest, cluster_slug: str, node_id: int) -> HttpResponse:
     def apply(node: BudgetNode, form: Form, cluster: Cluster) -> BudgetNode:
         services.node_archive(actor=request.user, node=node, reason=form.cleaned_data["reason"])
         return node
@@ -111,7 +112,7 @@ Apply = Callable[[BudgetNode, Form, Cluster], BudgetNode]
 
 
 def _edit(
-    request: HttpRequest,
+    request: HtmxHttpRequest,
     cluster_slug: str,
     node_id: int,
     form_name: str,
@@ -139,7 +140,7 @@ def _edit(
     return _render_panel(request, cluster, node, forms, tree=tree, with_tree=False)
 
 
-def _bind(form_class: type[Form], data: object, tree: selectors.BudgetTree, node: BudgetNode) -> Form:
+def _bind(form_class: type[Form], data: QueryDict, tree: selectors.BudgetTree, node: BudgetNode) -> Form:
     if form_class is MoveForm:
         return MoveForm(data, targets=selectors.move_targets(tree=tree, node=node))
     return form_class(data)
@@ -150,7 +151,7 @@ def _page_url(cluster: Cluster, node: BudgetNode) -> str:
 
 
 def _render_page(
-    request: HttpRequest,
+    request: HtmxHttpRequest,
     cluster: Cluster,
     node: BudgetNode | None,
     forms: dict[str, Form],
@@ -164,7 +165,7 @@ def _render_page(
 
 
 def _render_panel(
-    request: HttpRequest,
+    request: HtmxHttpRequest,
     cluster: Cluster,
     node: BudgetNode,
     forms: dict[str, Form],

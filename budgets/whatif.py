@@ -30,6 +30,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from budgets.models import Allocation, BudgetNode, Membership, Role
+from budgets.paths import in_subtree
 from budgets.selectors import TreeRow, User, budget_tree
 from budgets.whatif_replay import SYNTHETIC_KIND, budget_specs, replay_build
 from portal.models import WhatIfRun, WhatIfStatus
@@ -276,7 +277,7 @@ def compare_results(
     for path, entry in by_path.items():
         entry["budget_before"] = current.get(path, 0.0)
         entry["budget_after"] = edited.get(path, 0.0)
-        entry["changed"] = any(path == c or path.startswith(c + "/") for c in changed)  # itself or under
+        entry["changed"] = any(in_subtree(path, c) for c in changed)  # itself or under an edit
     rows = sorted(by_path.values(), key=lambda e: (not e["changed"], e["allocation"]))
     edits = [{"path": p, "before": current.get(p, 0.0), "after": edited[p]} for p in changed]
     totals = {

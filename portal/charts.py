@@ -11,8 +11,9 @@ above the plot area, so it never covers the data.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from django.utils.html import format_html, json_script
 from django.utils.safestring import SafeString, mark_safe
@@ -68,7 +69,7 @@ def line_chart(
     *,
     div_id: str,
     x: Sequence[datetime],
-    series: dict[str, Sequence[float | None]],
+    series: Mapping[str, Sequence[float | None]],
     y_title: str,
     dashed: Sequence[str] = (),
     stacked: Sequence[str] = (),
@@ -83,7 +84,7 @@ def line_chart(
     times = _iso(x)
     data = []
     for name, values in series.items():
-        trace = {"type": "scatter", "mode": "lines", "name": name, "x": times, "y": list(values),
+        trace: dict[str, Any] = {"type": "scatter", "mode": "lines", "name": name, "x": times, "y": list(values),
                  "line": {"width": 2, "dash": "dash" if name in dashed else "solid"}}  # fmt: skip
         if name in stacked:
             trace["stackgroup"] = "one"

@@ -13,6 +13,7 @@ from django.db.models import Count, Q, Sum
 from django.utils.safestring import SafeString
 
 from budgets.models import BudgetNode, Membership
+from budgets.paths import in_subtree
 from budgets.selectors import User, cluster_list
 from portal import charts, metrics
 from scheduling.models import (
@@ -79,7 +80,7 @@ def home_board(*, user: User, now: datetime, days: int = 7) -> HomeBoard:
         .order_by("-state_changed_at", "-id")[:5]
     )
     memberships = list(
-        Membership.objects.filter(user_id=user.pk, node__archived=False).select_related("node")
+        Membership.objects.filter(user_id=user.pk, node__archived=False).select_related("node")  # type: ignore[misc]  # anonymous: None matches nothing
     )
     return HomeBoard(
         workloads=live[:15] + finished,
@@ -113,11 +114,7 @@ def my_allocations(
     lines = []
     for node, role in sorted(held, key=lambda item: item[0].path):
         for cluster in clusters:
-            inside = [
-                v
-                for (c, p), v in totals.items()
-                if c == cluster.pk and (p == node.path or p.startswith(node.path + "/"))
-            ]
+            inside = [v for (c, p), v in totals.items() if c == cluster.pk and in_subtree(p, node.path)]
             lines.append(
                 AllocationLine(node, cluster, role, sum(v[0] for v in inside), sum(v[1] for v in inside))
             )
@@ -209,7 +206,7 @@ def squatting_workloads(*, cluster: Cluster, now: datetime, limit: int = 20) -> 
         .filter(busy__lt=SQUATTING_BELOW)
         .order_by("busy", "workload_id")[:limit]
     )
-    return list(rows)
+    return [dict(row) for row in rows]
 
 
 def most_preempted(*, cluster: Cluster, limit: int = 10) -> list[Workload]:

@@ -196,3 +196,26 @@ class WhatIfRun(models.Model):
 
     def __str__(self) -> str:
         return f"what-if {self.pk} ({self.status})"
+
+
+class ApiToken(models.Model):
+    """A named API token of one user. Only a SHA-256 digest of the secret is stored (``portal.tokens``).
+
+    ``prefix`` (the secret's first characters, not secret on its own) finds the row and names the
+    token in lists; a revoked or expired token authenticates nobody but stays listed.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.name} ({self.prefix}…)"

@@ -172,12 +172,12 @@ def _fold_preemptions(cluster_id: int, since: datetime, now: datetime, hours: di
     ).values_list("ended_at", "started_at", "gpus", "workload__resumable", "allocation_id", "funded")
     lost: dict[tuple[int, datetime, str], float] = defaultdict(float)
     for ended_at, started_at, gpus, resumable, allocation_id, funded in ended:
-        hour = hour_floor(ended_at)
+        hour = hour_floor(ended_at)  # type: ignore[arg-type]  # filtered on ended_at__gt: never null
         hours[hour]["preemptions"] += 1
         if resumable:
             hours[hour]["requeues"] += 1
             continue
-        gpu_s = gpus * (ended_at - started_at).total_seconds()
+        gpu_s = gpus * (ended_at - started_at).total_seconds()  # type: ignore[operator]  # never null, as above
         hours[hour]["lost_gpu_s"] += gpu_s
         if allocation_id is not None and funded:
             lost[(allocation_id, day_floor(hour), PendingCause.PREEMPTION)] += gpu_s
@@ -221,7 +221,8 @@ def _add_cluster_hours(cluster_id: int, hours: dict[datetime, dict[str, float]])
     existing = {
         row.hour: row for row in ClusterHour.objects.filter(cluster_id=cluster_id, hour__in=list(hours))
     }
-    changed, created = [], []
+    changed: list[ClusterHour] = []
+    created: list[ClusterHour] = []
     for hour, delta in hours.items():
         row = existing.get(hour) or ClusterHour(cluster_id=cluster_id, hour=hour)
         for name in _ADDITIVE:
@@ -239,7 +240,8 @@ def _add_wait_hours(cluster_id: int, waits: dict[tuple[str, datetime], list[floa
         (row.workload_class, row.hour): row
         for row in WaitHour.objects.filter(cluster_id=cluster_id, hour__in={hour for _, hour in waits})
     }
-    changed, created = [], []
+    changed: list[WaitHour] = []
+    created: list[WaitHour] = []
     for (workload_class, hour), values in waits.items():
         row = existing.get((workload_class, hour)) or WaitHour(
             cluster_id=cluster_id, workload_class=workload_class, hour=hour
@@ -258,7 +260,8 @@ def _add_pending_days(cluster_id: int, deltas: dict[tuple[int, datetime, str], f
         (row.allocation_id, row.day, row.cause): row
         for row in PendingDay.objects.filter(cluster_id=cluster_id, day__in={day for _, day, _ in deltas})
     }
-    changed, created = [], []
+    changed: list[PendingDay] = []
+    created: list[PendingDay] = []
     for (allocation_id, day, cause), gpu_s in deltas.items():
         row = existing.get((allocation_id, day, cause)) or PendingDay(
             cluster_id=cluster_id, allocation_id=allocation_id, day=day, cause=cause

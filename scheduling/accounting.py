@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Q, Sum
 
@@ -109,7 +110,8 @@ def _add_to_rows(
         Q(allocation_id__in=[a for a in allocations if a is not None]) | Q(allocation__isnull=True)
     )
     existing = {tuple(getattr(row, name) for name in key_fields): row for row in rows}
-    changed, created = [], []
+    changed: list[Any] = []  # rows of ``model``
+    created: list[Any] = []
     for key, amounts in deltas.items():
         row = existing.get(key) or model(cluster_id=cluster_id, **dict(zip(key_fields, key, strict=True)))
         for name, amount in amounts.items():

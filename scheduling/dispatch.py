@@ -49,7 +49,7 @@ from scheduling.services.workloads import (
 logger = logging.getLogger(__name__)
 SUBMITS_PER_PASS = 500
 START_REFUSALS_TO_HOLD = 3
-KIND_ORDER = {DecisionKind.PREEMPT: 0, DecisionKind.START: 1, DecisionKind.CANCEL: 2}
+KIND_ORDER: dict[str, int] = {DecisionKind.PREEMPT: 0, DecisionKind.START: 1, DecisionKind.CANCEL: 2}
 
 
 def dispatch(*, record: SchedulingPass, cluster: Cluster, backend: Backend, now: datetime) -> None:
@@ -157,7 +157,8 @@ def _to_dispatch(*, record: SchedulingPass, cluster: Cluster) -> list[Decision]:
         )
         .select_related("workload")
     )
-    valid, stale = [], []
+    valid: list[Decision] = []
+    stale: list[Decision] = []
     for decision in candidates:
         (valid if _still_valid(decision) else stale).append(decision)
     Decision.objects.filter(pk__in=[d.pk for d in stale]).update(superseded=True)

@@ -3,22 +3,30 @@
 PostgreSQL: a session-level ``pg_try_advisory_lock(namespace, cluster id)``; a worker that dies
 drops its connection and with it the lock. Elsewhere (SQLite): a conditional UPDATE of the
 cluster's PassLease row that only succeeds when no live lease is held; a lease held by a dead
-worker expires after ``SCHEDULING_PASS_LEASE_S``.
+worker expires after ``SCHEDULING_PASS_LEASE_S``. While another connection writes, SQLite may
+refuse the claim outright ("database table is locked"): that is another process at work, so the
+claim is simply not had (the next beat tries again), and the release is retried a few times.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection
 from django.db.models import Q
 from django.utils import timezone
 
+from portal.contention import is_contention
 from scheduling.models import PassLease
+
+logger = logging.getLogger(__name__)
+RELEASE_TRIES = 20  # about 2 s in all; past that the lease lapses on its own
 
 LOCK_NAMESPACE = 0x5C4ED  # the advisory-lock class reserved for scheduling passes
 
@@ -47,16 +55,44 @@ def _advisory_claim(cluster_id: int) -> Iterator[bool]:
 @contextmanager
 def _lease_claim(cluster_id: int) -> Iterator[bool]:
     token = uuid.uuid4().hex
+    try:
+        claimed = _lease_take(cluster_id, token)
+    except OperationalError as error:
+        if not is_contention(error):
+            raise
+        logger.info("pass claim for cluster %s not had: %s", cluster_id, error)
+        claimed = False
+    try:
+        yield claimed
+    finally:
+        if claimed:
+            _lease_release(cluster_id, token)
+
+
+def _lease_take(cluster_id: int, token: str) -> bool:
+    """The conditional UPDATE: True when no live lease was held and this token now holds it."""
     now = timezone.now()
     PassLease.objects.get_or_create(cluster_id=cluster_id)
     lease_s = getattr(settings, "SCHEDULING_PASS_LEASE_S", 300)
-    claimed = (
+    updated = (
         PassLease.objects.filter(pk=cluster_id)
         .filter(Q(holder="") | Q(expires_at__isnull=True) | Q(expires_at__lt=now))
         .update(holder=token, expires_at=now + timedelta(seconds=lease_s))
     )
-    try:
-        yield claimed == 1
-    finally:
-        if claimed:
+    return updated == 1
+
+
+def _lease_release(cluster_id: int, token: str) -> None:
+    for attempt in range(RELEASE_TRIES):
+        try:
             PassLease.objects.filter(pk=cluster_id, holder=token).update(holder="", expires_at=None)
+            return
+        except OperationalError as error:
+            if not is_contention(error):
+                raise
+            if attempt == RELEASE_TRIES - 1:
+                logger.warning(
+                    "pass lease of cluster %s not released (it lapses by itself): %s", cluster_id, error
+                )
+                return
+            time.sleep(0.1)

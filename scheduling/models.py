@@ -155,7 +155,7 @@ class Workload(models.Model):
 
     @property
     def allocation_path(self) -> str:
-        return self.allocation.path if self.allocation_id else ""
+        return self.allocation.path if self.allocation is not None else ""
 
 
 class EndReason(models.TextChoices):

@@ -178,7 +178,7 @@ def _rollups_fold_on_commit(record: SchedulingPass) -> None:
 
         started = time.perf_counter()
         try:
-            rollups_fold(cluster_id=cluster_id, now=finished_at)
+            rollups_fold(cluster_id=cluster_id, now=finished_at)  # type: ignore[arg-type]  # set when the pass ended
         except Exception:  # any failure: logged, the next pass folds what this one missed
             logger.exception("rollups_fold failed for cluster %s", cluster_id)
             return

@@ -92,11 +92,11 @@ def reconcile(
     open_attempts = dict(
         Run.objects.filter(cluster=cluster, ended_at__isnull=True).values_list("workload_id", "attempt")
     )
-    matched = [
+    lookups = [
         (job, known[job.workload_id] if job.workload_id in known else known.get(job.ref))
         for job in state.jobs
     ]
-    matched = [(job, light) for job, light in matched if light is not None]
+    matched = [(job, light) for job, light in lookups if light is not None]
     to_sync = [
         (job, light.id) for job, light in matched if not _settled(job, light, open_attempts.get(light.id))
     ]
@@ -353,12 +353,13 @@ def _end_reason(workload: Workload, job: ObservedJob, *, attempt: int) -> str:
 def _next_state(workload: Workload, reason: str) -> str:
     if reason == EndReason.NODE_FAILURE:
         return WorkloadState.PENDING if workload.resumable else WorkloadState.FAILED
-    return {
+    states: dict[str, WorkloadState] = {
         EndReason.COMPLETED: WorkloadState.COMPLETED,
         EndReason.FAILED: WorkloadState.FAILED,
         EndReason.CANCELLED: WorkloadState.CANCELLED,
         EndReason.PREEMPTED: WorkloadState.PREEMPTED,
-    }[reason]
+    }
+    return states[reason]
 
 
 def _end_run(

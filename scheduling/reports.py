@@ -18,6 +18,7 @@ from django.core.cache import cache
 from django.db.models import Count, F, QuerySet, Sum
 
 from budgets.models import Allocation, BudgetNode
+from budgets.paths import subtree_q
 from portal.metrics import fair_share_ratio
 from scheduling.accounting import usage_in_window
 from scheduling.models import Cluster, Decision, Run, SchedulingPass, Workload, WorkloadClass, WorkloadState
@@ -61,7 +62,7 @@ def queue_ordered(*, cluster: Cluster, filters: Mapping[str, str]) -> QuerySet[W
         .only(*QUEUE_FIELDS)  # no JSON metadata or reason params decoded per row
     )
     if allocation := filters.get("allocation"):
-        queryset = queryset.filter(allocation__path__startswith=allocation.rstrip("/"))
+        queryset = queryset.filter(subtree_q(allocation.rstrip("/"), field="allocation__path"))
     if user := filters.get("user"):
         queryset = queryset.filter(user_name=user)
     if workload_class := filters.get("class"):
@@ -118,7 +119,7 @@ def with_waits(rows: QuerySet[Workload], *, now: datetime) -> list[Workload]:
     """The rows, each with ``wait_s``: seconds since it was last queued (submit or requeue)."""
     listed = list(rows)
     for workload in listed:
-        workload.wait_s = max((now - workload.queued_at).total_seconds(), 0.0)
+        workload.wait_s = max((now - workload.queued_at).total_seconds(), 0.0)  # type: ignore[attr-defined]  # for display only
     return listed
 
 
@@ -190,7 +191,9 @@ def fair_tree_comparison(*, workload: Workload, now: datetime) -> FairTreeCompar
     ahead = Workload.objects.filter(
         cluster=workload.cluster_id, state=WorkloadState.PENDING, pending_reason__position__lt=position or 0
     ).values_list("allocation__path", flat=True)
-    mine = workload.allocation.path
+    from scheduling.snapshot import UNALLOCATED  # here: scheduling.snapshot imports this module
+
+    mine = workload.allocation.path if workload.allocation is not None else UNALLOCATED
     branches: dict[str, dict[str, int]] = {}
     result = FairTreeComparison()
     for path in ahead:
@@ -405,7 +408,7 @@ def options_snapshot_for_pass(
     shared = _pass_snapshots.get(cluster.pk)
     if shared is not None and shared.key == key:
         queued = next((w for w in shared.snapshot.pending if w.id == workload.pk), None)
-        path = workload.allocation.path if workload.allocation_id else UNALLOCATED
+        path = workload.allocation.path if workload.allocation is not None else UNALLOCATED
         if queued is not None and queued.held == workload.held and queued.allocation == path:
             return shared
     snapshot, config = options_snapshot(cluster=cluster, now=now)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
@@ -38,7 +38,7 @@ def workload_list(*, filters: Mapping[str, str] | None = None) -> QuerySet[Workl
 
 
 def may_act_on(
-    user: AbstractBaseUser | AnonymousUser, workload: Workload, *, memberships: dict[str, str] | None = None
+    user: User | AnonymousUser, workload: Workload, *, memberships: dict[str, str] | None = None
 ) -> bool:
     """Cancel / hold / release: the owner (:func:`_owns`), a manager of its allocation (or above), staff.
 
@@ -52,22 +52,20 @@ def may_act_on(
     return role_on(user, workload.allocation, memberships=memberships) == Role.MANAGER
 
 
-def _owns(user: AbstractBaseUser, workload: Workload) -> bool:
+def _owns(user: User, workload: Workload) -> bool:
     """The owner; work recorded without one (adopted from the backend, demo history) is its user's by name."""
     if workload.owner_id is not None:
         return workload.owner_id == user.pk
     return bool(workload.user_name) and workload.user_name == user.get_username()
 
 
-def workloads_may_act_on(user: AbstractBaseUser | AnonymousUser, workloads: list[Workload]) -> set[int]:
+def workloads_may_act_on(user: User | AnonymousUser, workloads: list[Workload]) -> set[int]:
     """Ids of the ``workloads`` the user may cancel, hold or release (one query, however many)."""
     memberships = memberships_by_path(user)
     return {w.pk for w in workloads if may_act_on(user, w, memberships=memberships)}
 
 
-def workload_get_for_user(
-    *, user: AbstractBaseUser | AnonymousUser, workload_id: object, act: bool = False
-) -> Workload:
+def workload_get_for_user(*, user: User | AnonymousUser, workload_id: object, act: bool = False) -> Workload:
     """The one access-checked getter: 404 when it does not exist, PermissionDenied to act without right."""
     try:
         workload = workload_list().get(pk=int(str(workload_id)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET
 
 from budgets.selectors import cluster_for_user, cluster_list
 from portal.csv_export import queue_csv, wants_csv
+from portal.requests import HtmxHttpRequest
 from scheduling import reports
 from scheduling.models import WorkloadClass
 from scheduling.policy import ReasonCode
@@ -19,7 +20,7 @@ from scheduling.selectors import may_act_on, workload_get_for_user, workloads_ma
 
 @login_required
 @require_GET
-def queue_index(request: HttpRequest) -> HttpResponse:
+def queue_index(request: HtmxHttpRequest) -> HttpResponse:
     cluster = cluster_list().first()
     if cluster is None:
         return render(request, "portal/pages/no_clusters.html")
@@ -28,7 +29,7 @@ def queue_index(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def queue(request: HttpRequest, cluster_slug: str) -> HttpResponse:
+def queue(request: HtmxHttpRequest, cluster_slug: str) -> HttpResponse:
     """The page, or only its rows when htmx refreshes them (the filter travels in the query string)."""
     cluster = cluster_for_user(user=request.user, slug=cluster_slug)
     filters = reports.clean_queue_filters(request.GET)
@@ -58,7 +59,7 @@ def queue(request: HttpRequest, cluster_slug: str) -> HttpResponse:
 
 @login_required
 @require_GET
-def workload(request: HttpRequest, workload_id: int) -> HttpResponse:
+def workload(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
     item = workload_get_for_user(user=request.user, workload_id=workload_id)
     detail = reports.workload_detail(workload=item, now=timezone.now())
     context = {"d": detail, "w": item, "now": timezone.now(), "may_act": may_act_on(request.user, item)}
@@ -68,7 +69,7 @@ def workload(request: HttpRequest, workload_id: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def workload_options(request: HttpRequest, workload_id: int) -> HttpResponse:
+def workload_options(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
     item = workload_get_for_user(user=request.user, workload_id=workload_id)
     options = reports.start_options_for_pass(workload=item, now=timezone.now())
     context = {"options": options, "w": item, "may_act": may_act_on(request.user, item)}

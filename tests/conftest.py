@@ -20,3 +20,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type
     if getattr(item.config, "_ci_fail_on_skip", False) and report.skipped and not allowed:
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, which counts as a failure: {report.longrepr}"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    """Throttle counters (and cached reads) live in the cache: each test starts without them."""
+    from django.core.cache import cache
+
+    cache.clear()

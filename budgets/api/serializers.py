@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
+from django.contrib.auth.models import User
 from rest_framework import serializers
 
 from budgets import access
@@ -36,21 +39,22 @@ class BudgetNodeSerializer(serializers.ModelSerializer):
 
     def _memberships(self) -> dict[str, str]:
         """One memberships query per request, however many nodes are serialized."""
-        if "memberships" not in self.context:
-            self.context["memberships"] = access.memberships_by_path(self.context["request"].user)
-        return self.context["memberships"]
+        context = cast(dict[str, Any], self.context)  # DRF passes a dict; the stubs say Mapping
+        if "memberships" not in context:
+            context["memberships"] = access.memberships_by_path(context["request"].user)
+        return context["memberships"]
 
 
 class BudgetNodeCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
-    parent = serializers.IntegerField(
+    parent = serializers.IntegerField(  # type: ignore[assignment]  # the API's field, not Field.parent
         allow_null=True, help_text="Id of the parent node; null for a root (staff only)."
     )
 
 
 class BudgetNodeUpdateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, required=False, help_text="Rename the node.")
-    parent = serializers.IntegerField(
+    parent = serializers.IntegerField(  # type: ignore[assignment]  # the API's field, not Field.parent
         required=False, help_text="Move the node (and its subtree) under this node."
     )
 
@@ -67,7 +71,9 @@ class ArchiveResultSerializer(serializers.Serializer):
 
 class AllocationSerializer(serializers.ModelSerializer):
     node_path = serializers.CharField(source="node.path", read_only=True)
-    cluster = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
 
     class Meta:
         model = Allocation
@@ -93,8 +99,15 @@ class AllocationUpdateSerializer(serializers.Serializer):
 
 class BudgetChangeSerializer(serializers.ModelSerializer):
     node_path = serializers.CharField(source="node.path", read_only=True)
-    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    cluster = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    actor: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="null for the system or a deleted user",
+    )
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True, help_text="null for structural changes"
+    )
 
     class Meta:
         model = BudgetChange
@@ -117,7 +130,7 @@ class TreeRowSerializer(serializers.Serializer):
     id = serializers.IntegerField(source="node.pk")
     name = serializers.CharField(source="node.name")
     path = serializers.CharField(source="node.path")
-    parent = serializers.IntegerField(source="node.parent_id", allow_null=True)
+    parent = serializers.IntegerField(source="node.parent_id", allow_null=True)  # type: ignore[assignment]  # the API's field, not Field.parent
     depth = serializers.IntegerField()
     gpus = serializers.DecimalField(max_digits=12, decimal_places=2)
     share = serializers.DecimalField(

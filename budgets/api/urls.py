@@ -1,5 +1,3 @@
-from django.urls import path
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.routers import DefaultRouter
 
 from budgets.api import views
@@ -11,6 +9,5 @@ router.register("budget-changes", views.BudgetChangeViewSet, basename="budget-ch
 router.register("clusters", views.ClusterViewSet, basename="cluster")
 
 urlpatterns = [
-    path("auth/token/", obtain_auth_token, name="api-token"),
     *router.urls,
 ]

@@ -6,6 +6,8 @@ whatever they send; bad input from an allowed caller gets 400 with field errors 
 
 from __future__ import annotations
 
+from typing import Any
+
 import django_filters
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
@@ -24,7 +26,7 @@ from budgets.api import serializers as s
 from budgets.models import Allocation, BudgetChange, BudgetNode
 
 
-def _valid(serializer_class: type[Serializer], data: object, **kwargs: object) -> dict:
+def _valid(serializer_class: type[Serializer], data: object, **kwargs: Any) -> dict:
     serializer = serializer_class(data=data, **kwargs)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
@@ -32,7 +34,7 @@ def _valid(serializer_class: type[Serializer], data: object, **kwargs: object) -
 
 def _node_from_body(request: Request, field: str, action: selectors.Action) -> BudgetNode:
     """A node named by id in the request body: 403 if not allowed, 400 if missing or unknown."""
-    raw = request.data.get(field)
+    raw = request.data.get(field)  # type: ignore[union-attr]  # the parsers give a dict or a QueryDict, never a list
     if raw in (None, ""):
         raise ValidationError({field: ["This field is required."]})
     try:
@@ -41,7 +43,7 @@ def _node_from_body(request: Request, field: str, action: selectors.Action) -> B
         raise ValidationError({field: [f"No budget node with id {raw!r}."]}) from None
 
 
-def _call(service: object, **kwargs: object) -> object:
+def _call(service: object, **kwargs: Any) -> object:
     """Run a service, turning its field errors into a 400 with the same field names."""
     try:
         return service(**kwargs)  # type: ignore[operator]
@@ -63,7 +65,7 @@ class BudgetNodeViewSet(viewsets.ReadOnlyModelViewSet):
 
     @extend_schema(request=s.BudgetNodeCreateSerializer, responses={201: s.BudgetNodeSerializer})
     def create(self, request: Request) -> Response:
-        if request.data.get("parent") in (None, ""):
+        if request.data.get("parent") in (None, ""):  # type: ignore[union-attr]  # a dict or QueryDict, never a list
             if not request.user.is_staff:
                 raise PermissionDenied("Only staff may create a root node.")
             parent = None

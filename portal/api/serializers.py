@@ -115,7 +115,7 @@ def queue_row_json(w: Workload, *, now: datetime) -> dict:
         "id": w.pk,
         "name": w.name,
         "position": reason.position if reason else None,
-        "allocation": w.allocation.path if w.allocation_id else None,
+        "allocation": w.allocation.path if w.allocation is not None else None,
         "user": w.user_name,
         "gpus": w.gpus,
         "workload_class": w.workload_class,
@@ -191,7 +191,7 @@ def home_json(board: HomeBoard, *, now: datetime) -> dict:
                 "cluster": w.cluster.slug,
                 "state": w.state,
                 "gpus": w.gpus,
-                "allocation": w.allocation.path if w.allocation_id else None,
+                "allocation": w.allocation.path if w.allocation is not None else None,
             }
             for w in board.workloads
         ],  # fmt: skip

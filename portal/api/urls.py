@@ -1,8 +1,14 @@
 from django.urls import path
+from rest_framework.routers import SimpleRouter
 
-from portal.api import views
+from portal.api import token_views, views
+
+tokens = SimpleRouter(trailing_slash=True)
+tokens.register("tokens", token_views.ApiTokenViewSet, basename="api-token-item")
 
 urlpatterns = [
+    path("auth/token/", token_views.obtain_token, name="api-token"),
+    *tokens.urls,
     path("home/", views.home, name="api-home"),
     path("me/", views.me, name="api-me"),
     path("glossary/", views.glossary_terms, name="api-glossary"),

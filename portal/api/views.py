@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.decorators import api_view
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -14,17 +14,23 @@ from budgets.access import memberships_by_path
 from budgets.delivery import delivery_report
 from budgets.selectors import budget_node_for_user, cluster_for_user
 from portal import dashboards, glossary, metrics
-from portal.api import serializers
+from portal.api import schemas, serializers
 from portal.models import WhatIfRun
 from portal.pages import parse_days
 from scheduling import reports
 from scheduling.selectors import workload_get_for_user
 
 DAYS = OpenApiParameter("days", int, description="7, 30 or 90 (default 7)")
+QUEUE_FILTERS = [
+    ("allocation", "a budget node path; its whole subtree is listed"),
+    ("user", "user name"),
+    ("class", "workload class"),
+    ("reason", "pending reason code"),
+]
 
 
 @extend_schema(
-    responses=OpenApiTypes.OBJECT, summary="My workloads, allocations and the pyramid's four numbers"
+    responses=schemas.HomeSchema, summary="My workloads, allocations and the pyramid's four numbers"
 )
 @api_view(["GET"])
 def home(request: Request) -> Response:
@@ -32,7 +38,7 @@ def home(request: Request) -> Response:
     return Response(serializers.home_json(dashboards.home_board(user=request.user, now=now), now=now))
 
 
-@extend_schema(responses=OpenApiTypes.OBJECT, summary="Who the token belongs to, and their memberships")
+@extend_schema(responses=schemas.MeSchema, summary="Who the token belongs to, and their memberships")
 @api_view(["GET"])
 def me(request: Request) -> Response:
     user = request.user
@@ -42,7 +48,9 @@ def me(request: Request) -> Response:
     })  # fmt: skip
 
 
-@extend_schema(responses=OpenApiTypes.OBJECT, parameters=[DAYS], summary="Metrics pyramid: now and over time")
+@extend_schema(
+    responses=schemas.PyramidSchema, parameters=[DAYS], summary="Metrics pyramid: now and over time"
+)
 @api_view(["GET"])
 def pyramid(request: Request, cluster_slug: str) -> Response:
     cluster = cluster_for_user(user=request.user, slug=cluster_slug)
@@ -61,7 +69,7 @@ def pyramid(request: Request, cluster_slug: str) -> Response:
 
 
 @extend_schema(
-    responses=OpenApiTypes.OBJECT, parameters=[DAYS], summary="Queue waits p50/p90 per class, preemptions"
+    responses=schemas.WaitsSchema, parameters=[DAYS], summary="Queue waits p50/p90 per class, preemptions"
 )
 @api_view(["GET"])
 def waits(request: Request, cluster_slug: str) -> Response:
@@ -71,7 +79,9 @@ def waits(request: Request, cluster_slug: str) -> Response:
 
 
 @extend_schema(
-    responses=OpenApiTypes.OBJECT, parameters=[DAYS], summary="Delivery against allocation of a budget node"
+    responses=schemas.DeliverySchema,
+    parameters=[DAYS],
+    summary="Delivery against allocation of a budget node",
 )
 @api_view(["GET"])
 def delivery(request: Request, cluster_slug: str, node_id: int) -> Response:
@@ -84,7 +94,8 @@ def delivery(request: Request, cluster_slug: str, node_id: int) -> Response:
 
 
 @extend_schema(
-    responses=OpenApiTypes.OBJECT,
+    responses=schemas.QueueSchema,
+    parameters=[OpenApiParameter(name, str, description=text) for name, text in QUEUE_FILTERS],
     summary="Pending workloads in scheduling order (filters: allocation, user, class, reason)",
 )
 @api_view(["GET"])
@@ -98,7 +109,7 @@ def queue(request: Request, cluster_slug: str) -> Response:
 
 
 @extend_schema(
-    responses=OpenApiTypes.OBJECT,
+    responses=schemas.WhyPendingSchema,
     summary="Why is this workload pending: sentence, reason, position, Fair Tree, history",
 )
 @api_view(["GET"])
@@ -111,7 +122,7 @@ def why_pending(request: Request, workload_id: int) -> Response:
 
 
 @extend_schema(
-    responses=OpenApiTypes.OBJECT,
+    responses=schemas.StartOptionsSchema,
     summary="Changes that would start a pending workload sooner, decided by the policy",
 )
 @api_view(["GET"])
@@ -126,7 +137,7 @@ def start_options(request: Request, workload_id: int) -> Response:
     )
 
 
-@extend_schema(responses=OpenApiTypes.OBJECT, summary="The vocabulary (DESIGN 2)")
+@extend_schema(responses=schemas.GlossarySchema, summary="The vocabulary (DESIGN 2)")
 @api_view(["GET"])
 def glossary_terms(request: Request) -> Response:
     return Response(
@@ -134,11 +145,13 @@ def glossary_terms(request: Request) -> Response:
     )
 
 
-@extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT,
+@extend_schema(request=schemas.WhatIfStartSchema, responses={202: schemas.WhatIfRunSchema},
                summary="Start a what-if: {\"days\": 7, \"budgets\": {\"node path\": GPUs}}")  # fmt: skip
 @api_view(["POST"])
 def whatif_start(request: Request, cluster_slug: str) -> Response:
     cluster = cluster_for_user(user=request.user, slug=cluster_slug)
+    if not whatif.may_run_whatif(request.user):  # access before input: 403 whatever was sent
+        raise PermissionDenied("Only managers and on-call staff may run a what-if.")
     edits = whatif.parse_api(data=request.data if isinstance(request.data, dict) else {}, cluster=cluster)
     if edits.errors:
         return Response(edits.errors, status=400)
@@ -150,7 +163,8 @@ def whatif_start(request: Request, cluster_slug: str) -> Response:
 
 
 @extend_schema(
-    responses=OpenApiTypes.OBJECT, summary="A what-if's progress and, when done, delivery before and after"
+    responses=schemas.WhatIfRunSchema,
+    summary="A what-if's progress and, when done, delivery before and after",
 )
 @api_view(["GET"])
 def whatif_status(request: Request, run_id: int) -> Response:

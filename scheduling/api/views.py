@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -51,8 +53,8 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     def get_object(self):  # noqa: ANN201
         return workload_get_for_user(user=self.request.user, workload_id=self.kwargs["pk"])
 
-    def retrieve(self, request: Request, *args: object, **kwargs: object) -> Response:
-        return Response(WorkloadDetailSerializer(self.get_object()).data)
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return Response(WorkloadDetailSerializer(self.get_object(), context={"request": request}).data)
 
     @extend_schema(request=WorkloadSubmitSerializer, responses={201: WorkloadSerializer})
     def create(self, request: Request) -> Response:
@@ -74,7 +76,10 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
                 )
         except SubmissionRefused as refused:
             raise serializers.ValidationError(refused.errors) from None
-        body = {**WorkloadSerializer(result.workload).data, "warnings": result.warnings}
+        body = {
+            **WorkloadSerializer(result.workload, context={"request": request}).data,
+            "warnings": result.warnings,
+        }
         return Response(body, status=status.HTTP_201_CREATED)
 
     def _act(self, request: Request, pk: str, service, **extra: object) -> Response:  # noqa: ANN001
@@ -83,9 +88,8 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             workload = service(workload=workload, actor=request.user, **extra)
         except IllegalTransition as refused:
             return Response({"detail": str(refused)}, status=status.HTTP_409_CONFLICT)
-        return Response(
-            WorkloadSerializer(workload_get_for_user(user=request.user, workload_id=workload.pk)).data
-        )
+        workload = workload_get_for_user(user=request.user, workload_id=workload.pk)
+        return Response(WorkloadSerializer(workload, context={"request": request}).data)
 
     @extend_schema(request=None, responses={200: WorkloadSerializer})
     @action(detail=True, methods=["post"])

@@ -127,7 +127,7 @@ def expand_hostlist(expression: str) -> tuple[str, ...]:
 
 
 def _expand_ranges(ranges: str) -> list[str]:
-    suffixes = []
+    suffixes: list[str] = []
     for part in ranges.split(","):
         low, _, high = part.partition("-")
         width = len(low)

@@ -72,6 +72,21 @@ def _gpu_errors(*, cluster: Cluster, gpus: int, gpus_per_node: int | None) -> li
     return []
 
 
+def _gpu_type_errors(*, cluster: Cluster, gpu_type: str) -> tuple[str, list[str]]:
+    """The GPU type as the cluster spells it, or why it is not one of the cluster's node types.
+
+    Empty means any type. A cluster with no known nodes yet offers its declared ``gpu_type``.
+    """
+    if not gpu_type:
+        return "", []
+    offered = sorted(set(Node.objects.filter(cluster=cluster).values_list("gpu_type", flat=True)) - {""})
+    offered = offered or [cluster.gpu_type]
+    for known in offered:
+        if known.lower() == gpu_type.lower():
+            return known, []
+    return "", [f"{cluster.name} has no {gpu_type} GPUs; its nodes have: {', '.join(offered)}."]
+
+
 def _allocation_errors(*, actor, allocation_path: str) -> tuple[BudgetNode | None, list[str]]:
     node = BudgetNode.objects.filter(path=allocation_path).first()
     if node is None:
@@ -83,16 +98,6 @@ def _allocation_errors(*, actor, allocation_path: str) -> tuple[BudgetNode | Non
             f"You are not a member of {allocation_path}; you can submit only to your own allocations."
         ]
     return node, []
-
-
-def _gpu_type_errors(*, cluster: Cluster, gpu_type: str) -> list[str]:
-    """A GPU type no node of the cluster has can never start (NO_MATCHING_NODES for ever): refuse it."""
-    if not gpu_type or not Node.objects.filter(cluster=cluster).exists():
-        return []
-    known = sorted(set(Node.objects.filter(cluster=cluster).values_list("gpu_type", flat=True)))
-    if gpu_type in known:
-        return []
-    return [f"{cluster.name} has no {gpu_type} nodes; it has {', '.join(known)}."]
 
 
 def _contract_errors(
@@ -120,8 +125,9 @@ def _check_submission(
     min_runtime_s: int,
     max_runtime_s: int | None,
     checkpoint_interval_s: int | None,
-) -> BudgetNode | None:
-    """The allocation node (None: unfunded), or SubmissionRefused with every field's errors."""
+) -> tuple[BudgetNode | None, str]:
+    """The allocation node (None: unfunded) and the GPU type as the cluster spells it, or
+    SubmissionRefused with every field's errors."""
     errors: dict[str, list[str]] = {}
     node = None
     if allocation_path is not None:
@@ -130,7 +136,8 @@ def _check_submission(
             errors["allocation"] = allocation_errors
     if gpu_errors := _gpu_errors(cluster=cluster, gpus=gpus, gpus_per_node=gpus_per_node):
         errors["gpus"] = gpu_errors
-    if type_errors := _gpu_type_errors(cluster=cluster, gpu_type=gpu_type):
+    known_type, type_errors = _gpu_type_errors(cluster=cluster, gpu_type=gpu_type)
+    if type_errors:
         errors["gpu_type"] = type_errors
     if workload_class not in WorkloadClass.values:
         errors["workload_class"] = [f"Choose one of {', '.join(WorkloadClass.values)}."]
@@ -139,7 +146,7 @@ def _check_submission(
     )
     if errors:
         raise SubmissionRefused(errors)
-    return node
+    return node, known_type
 
 
 def workload_submit(
@@ -164,7 +171,7 @@ def workload_submit(
     ``allocation_path`` None charges it to no budget (unfunded: idle capacity only, never protected).
     A minimum runtime above the cluster's cap is accepted and clipped to the cap, with a warning.
     """
-    node = _check_submission(
+    node, gpu_type = _check_submission(
         actor=actor,
         cluster=cluster,
         allocation_path=allocation_path,

@@ -114,7 +114,7 @@ def read_trace(path: str | Path, fmt: TraceFormat | None = None, *, skip_bad_row
     source = str(path)
     with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
-        _check_header(source, reader.fieldnames or [], fmt)
+        _check_header(source, list(reader.fieldnames or []), fmt)
         rows, errors = [], []
         for row in reader:
             try:
@@ -291,7 +291,8 @@ def _job(number: int, line: int, parsed: dict, origin: float) -> SimJob:
 
 def read_budgets(path: str | Path) -> dict[str, float]:
     """``allocation,gpus`` rows -> {path: GPUs}; every bad row is reported with its line."""
-    source, budgets, errors = str(path), {}, []
+    source, errors = str(path), []
+    budgets: dict[str, float] = {}
     with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         missing = {"allocation", "gpus"} - set(reader.fieldnames or [])

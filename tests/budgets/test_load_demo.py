@@ -8,6 +8,7 @@ from io import StringIO
 import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
+from django.http import HttpRequest
 
 from budgets import selectors
 from budgets.models import Allocation, BudgetChange, BudgetNode, Membership, Role
@@ -68,7 +69,9 @@ def test_researchers_have_memberships(demo):
 def test_it_prints_a_working_login_for_each_persona(demo):
     for username in ("manager", "researcher", "oncall", "admin"):
         assert f"{username:<11} / demo" in demo
-        assert authenticate(username=username, password="demo") is not None
+        assert (
+            authenticate(HttpRequest(), username=username, password="demo") is not None
+        )  # axes wants a request
     oncall = get_user_model().objects.get(username="oncall")
     assert oncall.is_staff and not oncall.is_superuser
 

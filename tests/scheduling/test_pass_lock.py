@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -13,7 +14,10 @@ from tests.scheduling.conftest import build_lab
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_passes_started_at_once_for_one_cluster_run_exactly_once():
+@pytest.mark.parametrize("round_number", range(int(os.environ.get("LEASE_ROUNDS", "1"))))
+def test_two_passes_started_at_once_for_one_cluster_run_exactly_once(round_number):
+    """On SQLite the losing claim may meet a locked table: that is ran=False too, never an error
+    (.ci/run repeats this 50 times on SQLite with LEASE_ROUNDS=50)."""
     lab = build_lab()
     lab.main.backend_settings = {"observe_delay_s": 1.0}  # keep the first pass busy while the second tries
     lab.main.save()

@@ -116,7 +116,9 @@ def test_the_list_costs_the_same_queries_for_two_or_twenty_workloads(lab, django
     for _ in range(20):
         _submit(lab, lab.bob)
     client = client_for(lab.charlie)
-    with django_assert_num_queries(2):  # count + one joined page
+    with django_assert_num_queries(
+        3
+    ):  # count + one joined page + the reader's memberships (who sees commands)
         assert len(client.get(URL).json()["results"]) == 20
 
 

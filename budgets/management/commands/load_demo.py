@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 from itertools import cycle
+from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User as AuthUser
 from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils.text import slugify
@@ -24,7 +26,7 @@ User = get_user_model()
 class Command(BaseCommand):
     help = "Load the demo organisation, clusters, budgets, researchers and persona logins."
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         with transaction.atomic():
             clusters = self._clusters()
             tree = self._tree()
@@ -95,7 +97,7 @@ class Command(BaseCommand):
         researchers = self._researchers()
         teams = [key for key in tree if len(key) == 2]
         projects = cycle(sorted(key for key in tree if len(key) == 3))
-        wanted: list[tuple[object, BudgetNode, str]] = []
+        wanted: list[tuple[AuthUser, BudgetNode, str]] = []
         for index, user in enumerate(researchers):
             if index < len(teams):  # the first researcher of each team leads it
                 wanted.append((user, tree[teams[index]], Role.MANAGER))
@@ -125,8 +127,8 @@ class Command(BaseCommand):
         User.objects.bulk_create(fresh)
         return list(User.objects.filter(username__in=names).order_by("username"))
 
-    def _personas(self) -> dict[str, object]:
-        personas = {}
+    def _personas(self) -> dict[str, AuthUser]:
+        personas: dict[str, AuthUser] = {}
         for username, full_name, _, flags in demo.PERSONAS:
             first, last = full_name.split(" ", 1)
             user, _ = User.objects.update_or_create(
@@ -153,7 +155,7 @@ class Command(BaseCommand):
         self.stdout.write(f"  {message}")
 
 
-def _ensure_membership(user: object, node: BudgetNode, role: str) -> bool:
+def _ensure_membership(user: AuthUser, node: BudgetNode, role: str) -> bool:
     _, created = Membership.objects.get_or_create(user=user, node=node, defaults={"role": role})
     return created
 

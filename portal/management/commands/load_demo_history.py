@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
@@ -19,7 +21,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--days", type=int, default=30)
 
-    def handle(self, *args: object, days: int, **options: object) -> None:
+    def handle(self, *args: Any, days: int, **options: Any) -> None:
         for cluster in Cluster.objects.order_by("name"):
             before = ClusterHour.objects.filter(cluster=cluster).count()
             history_seed(cluster=cluster, now=timezone.now(), days=days)

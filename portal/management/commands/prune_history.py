@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
@@ -20,7 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--days", type=int, default=None, help="keep this many days (at least 1)")
         parser.add_argument("--dry-run", action="store_true", help="count what would go, delete nothing")
 
-    def handle(self, *args: object, days: int | None, dry_run: bool, **options: object) -> None:
+    def handle(self, *args: Any, days: int | None, dry_run: bool, **options: Any) -> None:
         keep = settings.HISTORY_RETENTION_DAYS if days is None else days
         if keep < 1:
             raise CommandError(f"--days must be at least 1 (got {keep})")

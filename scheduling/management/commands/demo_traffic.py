@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.db.models import Sum
@@ -44,7 +45,7 @@ class Command(BaseCommand):
         parser.add_argument("--tick-s", type=float, default=1.0)
         parser.add_argument("--seed", type=int, default=None)
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         rng = random.Random(options["seed"])
         clusters = self._clusters(options["cluster"])
         submitters = self._submitters()

@@ -6,6 +6,8 @@ Thin entry point: arguments and output live in ``scheduling.simulator.cli``; the
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError
 
 from scheduling.simulator import SimulationError, cli
@@ -19,7 +21,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:  # type: ignore[no-untyped-def]
         cli.add_arguments(parser)
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             cli.policies(str(options["policy"]))
             inputs = cli.build_input(options, out=self.stderr)
