@@ -61,4 +61,3 @@ def test_demo_history_zero_skips_the_backfill(tmp_path):
     assert oldest_history(tmp_path) is None or oldest_history(tmp_path) > datetime.now(UTC) - timedelta(
         days=1
     )
-
