@@ -20,6 +20,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -52,7 +53,7 @@ class BudgetEdits:
 
     budgets: dict[str, float] = field(default_factory=dict)
     days: int = 7
-    errors: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, Any] = field(default_factory=dict)  # the API nests budgets: {"budgets": {path: why}}
 
 
 def editable_rows(*, cluster: Cluster, user: User) -> list[TreeRow]:
@@ -114,7 +115,8 @@ def parse_form(*, data: Mapping[str, str], cluster: Cluster) -> BudgetEdits:
 
 
 def parse_api(*, data: Mapping, cluster: Cluster) -> BudgetEdits:
-    """``{"days": 7, "budgets": {"node path": GPUs}}``; errors keyed ``budgets.<path>`` and ``days``."""
+    """``{"days": 7, "budgets": {"node path": GPUs}}``; errors as DRF nests them:
+    ``{"budgets": {"node path": why}, "days": why}``."""
     installed = cluster_gpus(cluster)
     edits = BudgetEdits()
     edits.days, days_error = parse_days(data.get("days", 7))
@@ -132,7 +134,7 @@ def parse_api(*, data: Mapping, cluster: Cluster) -> BudgetEdits:
             else budget_error(value, installed=installed)
         )
         if error:
-            edits.errors[f"budgets.{path}"] = error
+            edits.errors.setdefault("budgets", {})[str(path)] = error
         else:
             edits.budgets[str(path)] = gpus
     return edits
