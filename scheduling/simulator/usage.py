@@ -158,7 +158,7 @@ class WindowedTable:
         usage, read = self._usage, self._read
         low = now - usage.window_s
         hour = -1 if low <= 0 else int(low // usage.bucket_s)
-        stale = self._stale
+        stale: dict[Hashable, None] | dict[Hashable, float] = self._stale
         if hour != self._hour:
             self._hour, stale = hour, read
             self._linear, self._banded, self._other = {}, {}, {}
