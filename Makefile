@@ -35,7 +35,7 @@ test: install
 coverage:
 	@$(MAKE) --no-print-directory test PYTEST_ARGS="--cov --cov-report=term-missing:skip-covered $(PYTEST_ARGS)"
 
-## make typecheck: mypy (django-stubs, djangorestframework-stubs) over portal/, budgets/ and scheduling/
+## make typecheck: mypy (django-stubs, djangorestframework-stubs) over portal/, budgets/, scheduling/, notifications/ and gpus_cli/
 typecheck: install
 	$(BIN)/mypy
 

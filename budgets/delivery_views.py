@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
@@ -69,12 +71,15 @@ def _ancestors(node: BudgetNode) -> list[BudgetNode]:
 @require_http_methods(["GET", "POST"])
 def whatif_page(request: HtmxHttpRequest, cluster_slug: str) -> HttpResponse:
     cluster = cluster_for_user(user=request.user, slug=cluster_slug)
-    context = {"cluster": cluster, "run": None, "may_run": whatif.may_run_whatif(request.user),
-               "errors": {}, "values": {}, "days": 7, "days_choices": whatif.DAYS_CHOICES}  # fmt: skip
+    errors: dict[str, str] = {}
+    values: Mapping[str, str] = {}
+    days = 7
+    context: dict[str, object] = {"cluster": cluster, "run": None, "may_run": whatif.may_run_whatif(request.user),
+                                  "days_choices": whatif.DAYS_CHOICES}  # fmt: skip
     status = 200
     if request.method == "POST":
         edits = whatif.parse_form(data=request.POST, cluster=cluster)
-        context.update(errors=edits.errors, values=request.POST, days=edits.days)
+        errors, values, days = edits.errors, request.POST, edits.days
         if not edits.errors:
             try:
                 run = whatif.whatif_start(
@@ -86,12 +91,9 @@ def whatif_page(request: HtmxHttpRequest, cluster_slug: str) -> HttpResponse:
                 return redirect("budgets:whatif_run", run_id=run.pk)
         else:
             status = 400
+    context.update(errors=errors, values=values, days=days)
     context["rows"] = [
-        (
-            row,
-            context["values"].get(f"budget-{row.node.pk}", ""),
-            context["errors"].get(f"budget-{row.node.pk}"),
-        )
+        (row, values.get(f"budget-{row.node.pk}", ""), errors.get(f"budget-{row.node.pk}"))
         for row in whatif.editable_rows(cluster=cluster, user=request.user)
     ]
     return render(request, "budgets/delivery/whatif.html", context, status=status)

@@ -24,6 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User as AuthUser
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import QuerySet
@@ -107,7 +108,7 @@ def parse_form(*, data: Mapping[str, str], cluster: Cluster) -> BudgetEdits:
             edits.errors[key] = "No such budget node."
             continue
         gpus, error = budget_error(value, installed=installed)
-        if error:
+        if gpus is None:
             edits.errors[key] = error
         else:
             edits.budgets[paths[int(node_id)]] = gpus
@@ -133,7 +134,7 @@ def parse_api(*, data: Mapping, cluster: Cluster) -> BudgetEdits:
             if str(path) not in known
             else budget_error(value, installed=installed)
         )
-        if error:
+        if gpus is None:
             edits.errors.setdefault("budgets", {})[str(path)] = error
         else:
             edits.budgets[str(path)] = gpus
@@ -183,7 +184,7 @@ def whatif_start(*, cluster: Cluster, user: User, budgets: dict[str, float], day
     queued or running, or the site has WHATIF_MAX_ACTIVE. The claim is made under a lock on the
     user's row, so two requests of one user cannot both pass the check.
     """
-    if not may_run_whatif(user):
+    if not isinstance(user, AuthUser) or not may_run_whatif(user):
         raise PermissionDenied("Only managers and on-call staff may run a what-if.")
     from budgets.tasks import whatif_run
 
@@ -244,12 +245,16 @@ def whatif_compare(*, run: WhatIfRun, now: datetime) -> dict:
     return result
 
 
+def _recorded_by_kind(side: SimulationResult) -> dict[str, dict[str, Any]]:
+    """The summary's per-class table (``by_kind``) without the synthesized workloads."""
+    by_kind = side.summary.get("by_kind")
+    table = by_kind if isinstance(by_kind, dict) else {}
+    return {k: v for k, v in table.items() if k != SYNTHETIC_KIND}
+
+
 def compare_waits(before: SimulationResult, after: SimulationResult) -> list[dict]:
     """Per workload class (recorded workloads only): jobs and wait p50 / p90 before and after."""
-    tables = [
-        {k: v for k, v in dict(side.summary.get("by_kind") or {}).items() if k != SYNTHETIC_KIND}
-        for side in (before, after)
-    ]
+    tables = [_recorded_by_kind(side) for side in (before, after)]
     rows = []
     for name in sorted(set(tables[0]) | set(tables[1])):
         b, a = tables[0].get(name, {}), tables[1].get(name, {})

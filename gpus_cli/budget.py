@@ -61,5 +61,6 @@ def _node(nodes: list[dict], path: str | None) -> dict:
     return found
 
 
-def _float(value: object) -> float | None:
-    return None if value is None else float(value)  # type: ignore[arg-type]
+def _float(value: str | float | None) -> float | None:
+    """A share as the API sends it (a decimal string or a number), or None."""
+    return None if value is None else float(value)

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.urls import reverse
 
+from budgets.models import BudgetNode
 from notifications.models import Event, EventKind
-from scheduling.models import Run, Workload
+from scheduling.models import Cluster, Run, Workload
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,29 @@ def absolute(path: str) -> str:
 
 def _workload_label(workload: Workload) -> str:
     name = f" “{workload.name}”" if workload.name else ""
-    return f"workload {workload.pk}{name} ({workload.gpus} GPUs, {workload.allocation.path if workload.allocation_id else 'unfunded'})"
+    allocation = workload.allocation.path if workload.allocation is not None else "unfunded"
+    return f"workload {workload.pk}{name} ({workload.gpus} GPUs, {allocation})"
+
+
+def _workload(event: Event) -> Workload:
+    """The workload of a workload event (started, preempted, ...): every one records it."""
+    if event.workload is None:
+        raise ValueError(f"event {event.key} ({event.kind}) has no workload")
+    return event.workload
+
+
+def _cluster(event: Event) -> Cluster:
+    """The cluster of a cluster event (under owed, availability, backend, passes)."""
+    if event.cluster is None:
+        raise ValueError(f"event {event.key} ({event.kind}) has no cluster")
+    return event.cluster
+
+
+def _node(event: Event) -> BudgetNode:
+    """The budget node of an under-owed event."""
+    if event.node is None:
+        raise ValueError(f"event {event.key} ({event.kind}) has no budget node")
+    return event.node
 
 
 def _workload_url(event: Event) -> str:
@@ -37,7 +60,7 @@ def _workload_url(event: Event) -> str:
 
 
 def _started(event: Event) -> Message:
-    workload = event.workload
+    workload = _workload(event)
     return Message(f"Started: {_workload_label(workload)}",
                    f"Your {_workload_label(workload)} started on {workload.cluster.name} "
                    f"(attempt {event.params.get('attempt', workload.attempt)}).", _workload_url(event))  # fmt: skip
@@ -54,7 +77,7 @@ def lost_gpu_hours(run: Run, workload: Workload) -> float:
 
 
 def _preempted(event: Event) -> Message:
-    workload = event.workload
+    workload = _workload(event)
     run = Run.objects.filter(pk=event.params.get("run_id")).first()
     lost = lost_gpu_hours(run, workload) if run else 0.0
     ran = (
@@ -73,7 +96,7 @@ def _preempted(event: Event) -> Message:
 
 
 def _protection_ending(event: Event) -> Message:
-    workload = event.workload
+    workload = _workload(event)
     minutes = event.params.get("minutes", settings.NOTIFY_PROTECTION_WARNING_MIN)
     return Message(f"Protection ends in {minutes} min: {_workload_label(workload)}",
                    f"Your {_workload_label(workload)} is protected from preemption until "
@@ -83,7 +106,7 @@ def _protection_ending(event: Event) -> Message:
 
 
 def _held(event: Event) -> Message:
-    workload = event.workload
+    workload = _workload(event)
     note = f": “{workload.held_note}”" if workload.held_note else ""
     return Message(f"Held: {_workload_label(workload)}",
                    f"Your {_workload_label(workload)} was held by {workload.held_by or 'someone'}{note}. "
@@ -91,7 +114,7 @@ def _held(event: Event) -> Message:
 
 
 def _start_refused(event: Event) -> Message:
-    workload = event.workload
+    workload = _workload(event)
     return Message(f"Start refused by the backend: {_workload_label(workload)}",
                    f"The {workload.cluster.get_backend_kind_display()} backend refused to start your "
                    f"{_workload_label(workload)}: {event.params.get('why', '')}", _workload_url(event))  # fmt: skip
@@ -99,9 +122,10 @@ def _start_refused(event: Event) -> Message:
 
 def _under_owed(event: Event) -> Message:
     p = event.params
-    url = absolute(reverse("budgets:delivery", args=[event.cluster.slug, event.node_id]))
-    return Message(f"{event.node.path} got {p['ratio'] * 100:.0f}% of what it was owed on {event.cluster.name}",
-                   f"Over the last day, {event.node.path} on {event.cluster.name} was delivered "
+    cluster, node = _cluster(event), _node(event)
+    url = absolute(reverse("budgets:delivery", args=[cluster.slug, event.node_id]))
+    return Message(f"{node.path} got {p['ratio'] * 100:.0f}% of what it was owed on {cluster.name}",
+                   f"Over the last day, {node.path} on {cluster.name} was delivered "
                    f"{p['delivered_gpu_h']:.0f} of the {p['owed_gpu_h']:.0f} GPU-hours it was owed "
                    f"({p['ratio'] * 100:.1f}%, under the 95% target).", url)  # fmt: skip
 
@@ -118,23 +142,26 @@ def _digest(event: Event) -> Message:
 
 def _availability(event: Event) -> Message:
     p = event.params
-    return Message(f"Availability of {event.cluster.name} is {p['availability'] * 100:.0f}%",
-                   f"{p['healthy']} of {p['installed']} GPUs on {event.cluster.name} are healthy "
+    cluster = _cluster(event)
+    return Message(f"Availability of {cluster.name} is {p['availability'] * 100:.0f}%",
+                   f"{p['healthy']} of {p['installed']} GPUs on {cluster.name} are healthy "
                    f"({p['availability'] * 100:.1f}%, below {p['threshold_pct']}%).",
                    absolute(reverse("home")))  # fmt: skip
 
 
 def _backend(event: Event) -> Message:
     p = event.params
-    return Message(f"The {event.cluster.name} backend has been unavailable for {p['minutes']} min",
-                   f"Since {p['since']}, every pass of {event.cluster.name} found its backend unavailable: "
+    cluster = _cluster(event)
+    return Message(f"The {cluster.name} backend has been unavailable for {p['minutes']} min",
+                   f"Since {p['since']}, every pass of {cluster.name} found its backend unavailable: "
                    f"{p.get('error', '')}. Nothing starts or stops until it answers.", absolute(reverse("home")))  # fmt: skip
 
 
 def _passes(event: Event) -> Message:
     p = event.params
-    return Message(f"Scheduling passes of {event.cluster.name} are failing",
-                   f"The last {p['count']} passes of {event.cluster.name} failed; the latest: {p.get('error', '')}",
+    cluster = _cluster(event)
+    return Message(f"Scheduling passes of {cluster.name} are failing",
+                   f"The last {p['count']} passes of {cluster.name} failed; the latest: {p.get('error', '')}",
                    absolute(reverse("home")))  # fmt: skip
 
 

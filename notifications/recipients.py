@@ -34,10 +34,10 @@ class Recipient:
 
 def recipient_user_ids(event: Event) -> list[int]:
     if event.kind in WORKLOAD_KINDS:
-        owner = event.workload.owner_id if event.workload_id else None
+        owner = event.workload.owner_id if event.workload is not None else None
         return [owner] if owner else []
     if event.kind == EventKind.UNDER_OWED:
-        return managers_of(event.node) if event.node_id else []
+        return managers_of(event.node) if event.node is not None else []
     if event.kind == EventKind.WEEKLY_DIGEST:
         return [event.user_id] if event.user_id else []
     if event.kind in ONCALL_KINDS:
@@ -60,10 +60,11 @@ def managers_of(node: BudgetNode) -> list[int]:
 
 
 def _event_node(event: Event) -> BudgetNode | None:
-    if event.node_id:
+    if event.node is not None:
         return event.node
-    if event.workload_id and event.workload.allocation_id:
-        return event.workload.allocation
+    workload = event.workload
+    if workload is not None and workload.allocation_id:
+        return workload.allocation
     return None
 
 
@@ -73,7 +74,7 @@ def recipients_for(event: Event) -> list[Recipient]:
     preferences = {p.user_id: p for p in Preference.objects.filter(user_id__in=list(users), kind=event.kind)}
     hooks: dict[int, list[str]] = {}
     for hook in Webhook.objects.filter(user_id__in=list(users), active=True):
-        if hook.wants(event.kind):
+        if hook.user_id is not None and hook.wants(event.kind):  # always a user's: filtered by user_id
             hooks.setdefault(hook.user_id, []).append(hook.url)
     recipients = []
     for user_id in sorted(users):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 
 from budgets.models import BudgetNode, Role
@@ -10,15 +11,15 @@ from notifications.models import DEFAULT_CHANNELS, EventKind, Notification, Pref
 PAGE_SIZE = 100
 
 
-def notifications_for(user: object) -> QuerySet[Notification]:
+def notifications_for(user: User) -> QuerySet[Notification]:
     return Notification.objects.filter(user=user).select_related("event").order_by("-created_at", "-id")
 
 
-def unread_count(user: object) -> int:
+def unread_count(user: User) -> int:
     return Notification.objects.filter(user=user, read_at__isnull=True).count()
 
 
-def preferences_for(user: object) -> list[tuple[str, str, dict[str, bool]]]:
+def preferences_for(user: User) -> list[tuple[str, str, dict[str, bool]]]:
     """(kind, label, {"in_portal", "email", "webhook"}) for every kind, stored or default."""
     stored = {p.kind: p for p in Preference.objects.filter(user=user)}
     rows = []
@@ -33,7 +34,7 @@ def preferences_for(user: object) -> list[tuple[str, str, dict[str, bool]]]:
     return rows
 
 
-def managed_node_webhooks(user: object) -> list[tuple[BudgetNode, str]]:
+def managed_node_webhooks(user: User) -> list[tuple[BudgetNode, str]]:
     """(node, its webhook URL or "") for each node the user manages, by path."""
     nodes = BudgetNode.objects.filter(
         memberships__user=user, memberships__role=Role.MANAGER, archived=False
@@ -42,5 +43,5 @@ def managed_node_webhooks(user: object) -> list[tuple[BudgetNode, str]]:
     return [(node, urls.get(node.pk, "")) for node in nodes]
 
 
-def user_webhook(user: object) -> Webhook | None:
+def user_webhook(user: User) -> Webhook | None:
     return Webhook.objects.filter(user=user).order_by("id").first()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import requests
 from django.conf import settings
@@ -39,6 +40,11 @@ from notifications.models import (
     Notification,
 )
 from notifications.recipients import Recipient, recipients_for
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from budgets.models import BudgetNode
 
 logger = logging.getLogger(__name__)
 CLAIM_STALE_S = 120
@@ -190,7 +196,7 @@ def slack_payload(event: Event) -> dict:
     return {"text": f"*{event.subject}*\n{event.body}{link}"}
 
 
-def notifications_mark_read(*, user: object, ids: Iterable[int] | None = None, now: datetime) -> int:
+def notifications_mark_read(*, user: User, ids: Iterable[int] | None = None, now: datetime) -> int:
     """Mark the user's unread notifications (all, or those ``ids``) read; returns how many."""
     unread = Notification.objects.filter(user=user, read_at__isnull=True)
     if ids is not None:
@@ -211,7 +217,7 @@ CHANNEL_FIELDS = ("in_portal", "email", "webhook")
 
 
 @transaction.atomic
-def preferences_set(*, user: object, data: dict[str, bool], webhook_url: str) -> None:
+def preferences_set(*, user: User, data: dict[str, bool], webhook_url: str) -> None:
     """Store each kind's channels (``data["<kind>.<channel>"]``) and the user's one webhook URL
     ("" removes it). The URL is validated by the caller's form."""
     from notifications.models import Preference, Webhook
@@ -228,7 +234,7 @@ def preferences_set(*, user: object, data: dict[str, bool], webhook_url: str) ->
 
 
 @transaction.atomic
-def node_webhooks_set(*, managed: Iterable[object], urls: dict[int, str]) -> None:
+def node_webhooks_set(*, managed: Iterable[BudgetNode], urls: dict[int, str]) -> None:
     """Set the one webhook of each node in ``managed`` (the caller's managed nodes) from ``urls``
     by node id; "" removes it. Nodes the caller does not manage are never touched."""
     from notifications.models import Webhook

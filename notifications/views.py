@@ -6,25 +6,26 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from notifications import selectors
 from notifications.services import node_webhooks_set, notifications_mark_read, preferences_set
+from portal.requests import AuthenticatedHttpRequest
 
 
 @login_required
 @require_GET
-def bell(request: HttpRequest) -> HttpResponse:
+def bell(request: AuthenticatedHttpRequest) -> HttpResponse:
     """The header's bell: the unread count, polled by htmx (so pages pay no query for it)."""
     return render(request, "notifications/_bell.html", {"unread": selectors.unread_count(request.user)})
 
 
 @login_required
 @require_GET
-def notification_list(request: HttpRequest) -> HttpResponse:
+def notification_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     rows = list(selectors.notifications_for(request.user)[: selectors.PAGE_SIZE])
     return render(
         request, "notifications/list.html", {"rows": rows, "unread": sum(1 for r in rows if not r.read_at)}
@@ -33,7 +34,7 @@ def notification_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def mark_read(request: HttpRequest) -> HttpResponse:
+def mark_read(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Mark one notification (``id``) or all of the user's read; another user's ids match nothing."""
     raw = request.POST.get("id", "")
     ids = [int(raw)] if raw.isdigit() else None
@@ -52,7 +53,7 @@ def url_error(url: str) -> str:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def preferences(request: HttpRequest) -> HttpResponse:
+def preferences(request: AuthenticatedHttpRequest) -> HttpResponse:
     managed = selectors.managed_node_webhooks(request.user)
     posted = request.method == "POST"
     url = request.POST.get("webhook_url", "").strip()

@@ -93,7 +93,7 @@ def _first_live_hour(cluster: Cluster) -> datetime | None:
     return min(known) if known else None
 
 
-def _max_id(model: type) -> int:
+def _max_id(model: type[Run] | type[SchedulingPass] | type[UtilisationSample]) -> int:
     last = model.objects.order_by("-pk").values_list("pk", flat=True).first()
     return last or 0
 

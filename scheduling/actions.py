@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from portal.requests import HtmxHttpRequest
 from scheduling import reports
 from scheduling.models import Workload
 from scheduling.selectors import may_act_on, workload_get_for_user
@@ -45,7 +46,7 @@ def _act(verb: str, workload: Workload, request: HttpRequest) -> Workload:
 
 @login_required
 @require_POST
-def workload_action(request: HttpRequest, workload_id: int, verb: str) -> HttpResponse:
+def workload_action(request: HtmxHttpRequest, workload_id: int, verb: str) -> HttpResponse:
     item = workload_get_for_user(user=request.user, workload_id=workload_id, act=True)
     try:
         _act(verb, item, request)
@@ -87,7 +88,7 @@ def parse_changes(raw: str) -> dict[str, object]:
 
 @login_required
 @require_POST
-def workload_resubmit_view(request: HttpRequest, workload_id: int) -> HttpResponse:
+def workload_resubmit_view(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
     """A new workload with one start option's change, the old one cancelled: after a confirm.
 
     htmx asks with ``hx-confirm``; without JavaScript the first post shows a confirm page whose

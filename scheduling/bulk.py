@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from django.core.exceptions import EmptyResultSet
 from django.db import connection, models
 from django.db.models import FloatField, Func
+from django.db.models.options import Options
 
 PG_TYPES = {
     "BigAutoField": "bigint", "BigIntegerField": "bigint", "ForeignKey": "bigint", "OneToOneField": "bigint",
@@ -62,15 +63,30 @@ def fetch_rows(queryset: models.QuerySet) -> list[tuple]:
         return cursor.fetchall()
 
 
+def _column(meta: Options[models.Model], name: str) -> models.Field:
+    """The model field ``name`` stored in a column of the table (not a reverse relation)."""
+    field = meta.get_field(name)
+    if not isinstance(field, models.Field):
+        raise TypeError(f"{meta.label}.{name} is a reverse relation, not a column")
+    return field
+
+
+def _column_name(field: models.Field) -> str:
+    """The field's column (None only for a field not yet attached to a model)."""
+    if field.column is None:
+        raise TypeError(f"{field!r} has no column")
+    return field.column
+
+
 def insert_rows(model: type[models.Model], rows: Sequence[models.Model], fields: list[str]) -> None:
     """Insert new rows (``fields`` only, no ids returned): COPY on PostgreSQL, bulk_create elsewhere."""
     if not rows:
         return
     if connection.vendor != "postgresql":
-        model.objects.bulk_create(rows, batch_size=2000)
+        model._default_manager.bulk_create(rows, batch_size=2000)
         return
-    columns = [model._meta.get_field(name) for name in fields]
-    names = ", ".join(column.column for column in columns)
+    columns = [_column(model._meta, name) for name in fields]
+    names = ", ".join(_column_name(column) for column in columns)
     with (
         connection.cursor() as cursor,
         cursor.cursor.copy(f"COPY {model._meta.db_table} ({names}) FROM STDIN") as copy,
@@ -86,16 +102,16 @@ def update_rows(
     if not rows:
         return
     if connection.vendor != "postgresql":
-        model.objects.bulk_update(rows, fields, batch_size=500)
+        model._default_manager.bulk_update(rows, fields, batch_size=500)
         return
     meta = model._meta
-    key_field = meta.pk if key == "pk" else meta.get_field(key)
-    columns = [key_field, *(meta.get_field(name) for name in fields)]
+    key_field = meta.pk if key == "pk" else _column(meta, key)
+    columns = [key_field, *(_column(meta, name) for name in fields)]
     arrays = [[_prepared(column, getattr(row, column.attname)) for row in rows] for column in columns]
     types = [PG_TYPES[column.get_internal_type()] for column in columns]
     # psycopg cannot send jsonb[] from Python values: send text[] and cast each element.
     sources = ", ".join(f"%s::{'text' if t == 'jsonb' else t}[]" for t in types)
-    names = [column.column for column in columns]
+    names = [_column_name(column) for column in columns]
     assignments = ", ".join(
         f"{name} = v.{name}{'::jsonb' if t == 'jsonb' else ''}"
         for name, t in zip(names[1:], types[1:], strict=True)

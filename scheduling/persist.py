@@ -143,7 +143,7 @@ def _entries(reasons: Sequence[PolicyReason]) -> Iterable[tuple[int, Outcome, in
     return ((r.workload_id, (r.code, r.params, r.message, r.estimated_start), r.position) for r in reasons)
 
 
-def _made(entries: list[tuple]) -> list[PolicyReason]:
+def _made(entries: list[tuple[int, Outcome, int]]) -> list[PolicyReason]:
     if not entries:
         return []
     ids, outcomes, positions = zip(*entries, strict=True)
@@ -162,18 +162,18 @@ def pending_reasons_write(
     stored = pass_cache.reasons_get(cluster.pk, _previous_pass(cluster=cluster, record=record))
     if stored is None:
         stored = _stored_reasons(cluster)
-    fresh: list[tuple] = []  # reason objects are made only for what is written
-    changed: list[tuple] = []
+    fresh_entries: list[tuple[int, Outcome, int]] = []  # reason objects are made only for what is written
+    changed_entries: list[tuple[int, Outcome, int]] = []
     seen = set()
     for entry in _entries(reasons):
         workload_id, (code, _, message, estimated), position = entry
         seen.add(workload_id)
         before = stored.get(workload_id)
         if before is None:
-            fresh.append(entry)
+            fresh_entries.append(entry)
         elif _differs(before, code, message, position, estimated):
-            changed.append(entry)
-    fresh, changed = _made(fresh), _made(changed)
+            changed_entries.append(entry)
+    fresh, changed = _made(fresh_entries), _made(changed_entries)
     gone = list(stored.keys() - seen)
     if connection.vendor == "postgresql":
         _replace_by_copy(fresh=fresh, changed=changed, gone=gone, now=now)

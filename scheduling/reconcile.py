@@ -100,11 +100,11 @@ def reconcile(
     to_sync = [
         (job, light.id) for job, light in matched if not _settled(job, light, open_attempts.get(light.id))
     ]
-    unreadable = {job.ref for job in state.unreadable}
+    unreadable_refs = {job.ref for job in state.unreadable}
     vanished = sorted(
         open_attempts.keys()
         - {light.id for _, light in matched}
-        - {light.id for ref, light in known.items() if ref in unreadable}
+        - {light.id for ref, light in known.items() if ref in unreadable_refs}
     )
     workloads = Workload.objects.select_related("cluster").in_bulk([wid for _, wid in to_sync] + vanished)
     runs = {

@@ -178,10 +178,15 @@ def _pending(
     if remember:
         pass_cache.pending_replace(cluster, entries)
     elif page:
-        for key in [key for key in _page_pending if key[0] == cluster.pk]:
-            del _page_pending[key]
+        for page_key in [page_key for page_key in _page_pending if page_key[0] == cluster.pk]:
+            del _page_pending[page_key]
         _page_pending[(cluster.pk, cluster.created_at)] = entries
     return tuple(workload for _, workload in entries.values())
+
+
+def _path_of(paths: dict[int, str], allocation_id: int | None) -> str:
+    """The allocation's node path; unfunded work (no allocation) and unknown ids are UNALLOCATED."""
+    return paths.get(allocation_id, UNALLOCATED) if allocation_id is not None else UNALLOCATED
 
 
 def _nodes(cluster: Cluster) -> tuple[ClusterNodeSpec, ...]:
@@ -262,8 +267,8 @@ def _snapshot(
         nodes=_nodes(cluster),
         running=_running(cluster, paths),
         pending=_pending(cluster, paths, remember=remember, page=page),
-        usage=MappingProxyType({paths.get(a, UNALLOCATED): v for a, v in usage.items()}),
-        user_usage=MappingProxyType({(paths.get(a, UNALLOCATED), u): v for (a, u), v in user_usage.items()}),
+        usage=MappingProxyType({_path_of(paths, a): v for a, v in usage.items()}),
+        user_usage=MappingProxyType({(_path_of(paths, a), u): v for (a, u), v in user_usage.items()}),
         backend_name=backend_name,
     )
 
@@ -312,9 +317,11 @@ def standing_read(
     the buckets). The open runs since ``accounted_until`` are added by the caller, as for a fresh
     read; only the window's start is the pass's (seconds ago), not ``now``'s."""
     row = PassLease.objects.filter(pk=cluster_id).values_list("accounted_until", "standing").first()
-    if row is None or row[0] is None or not row[1] or row[0] > now:
+    if row is None:
         return None
     accounted_until, standing = row
+    if accounted_until is None or not standing or accounted_until > now:
+        return None
     if standing.get("accounted_until") != accounted_until.timestamp():
         return None  # a pass charged since (or is charging now) and has not stored its sums yet
     usage = {allocation_id: seconds for allocation_id, seconds in standing["usage"]}

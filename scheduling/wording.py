@@ -9,8 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from scheduling.policy.types import ReasonCode
+
+if TYPE_CHECKING:
+    from scheduling.models import Decision
 
 REASON_NAMES: dict[str, str] = {
     ReasonCode.FAIR_SHARE_QUEUED: "Waiting its fair-share turn",
@@ -65,7 +69,7 @@ class DecisionGroup:
     last: datetime
 
 
-def group_decisions(decisions: Iterable[object]) -> list[DecisionGroup]:
+def group_decisions(decisions: Iterable[Decision]) -> list[DecisionGroup]:
     """Runs of the same kind and reason folded into one line, in the order given (newest first);
     ``first`` and ``last`` are the earliest and latest moments of the run."""
     groups: list[DecisionGroup] = []

@@ -6,7 +6,8 @@ whatever they send; bad input from an allowed caller gets 400 with field errors 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import django_filters
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -24,6 +25,8 @@ from rest_framework.serializers import Serializer
 from budgets import selectors, services
 from budgets.api import serializers as s
 from budgets.models import Allocation, BudgetChange, BudgetNode
+
+T = TypeVar("T")  # what a service returns
 
 
 def _valid(serializer_class: type[Serializer], data: object, **kwargs: Any) -> dict:
@@ -43,10 +46,10 @@ def _node_from_body(request: Request, field: str, action: selectors.Action) -> B
         raise ValidationError({field: [f"No budget node with id {raw!r}."]}) from None
 
 
-def _call(service: object, **kwargs: Any) -> object:
+def _call(service: Callable[..., T], **kwargs: Any) -> T:
     """Run a service, turning its field errors into a 400 with the same field names."""
     try:
-        return service(**kwargs)  # type: ignore[operator]
+        return service(**kwargs)
     except DjangoValidationError as error:
         raise ValidationError(error.message_dict) from None
 

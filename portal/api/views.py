@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.decorators import api_view
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import NotAuthenticated, PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -42,6 +43,8 @@ def home(request: Request) -> Response:
 @api_view(["GET"])
 def me(request: Request) -> Response:
     user = request.user
+    if not isinstance(user, User):  # IsAuthenticated already refused anonymous requests
+        raise NotAuthenticated()
     return Response({
         "username": user.username, "name": user.get_full_name(), "email": user.email, "staff": user.is_staff,
         "memberships": [{"path": path, "role": role} for path, role in sorted(memberships_by_path(user).items())],

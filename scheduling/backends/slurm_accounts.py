@@ -16,7 +16,7 @@ import re
 import tempfile
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, SupportsFloat
 
 if TYPE_CHECKING:
     from scheduling.models import Cluster
@@ -101,7 +101,7 @@ def parse_portal_accounts(text: str) -> frozenset[str]:
     return frozenset(name for name, organization, *_ in pairs if organization == PORTAL_ORGANIZATION)
 
 
-def shares_for(gpus: object) -> int:
+def shares_for(gpus: SupportsFloat) -> int:
     """Fairshare= for an allocation of ``gpus`` GPUs (at least 1: Slurm's 0 means "no share")."""
     return max(1, round(float(gpus) * SHARES_PER_GPU))
 
@@ -131,9 +131,9 @@ def wanted_accounts(*, cluster: Cluster) -> tuple[WantedAccount, ...]:
         node = nodes.get(node_id)
         if node is None:
             continue
-        parent = nodes.get(node.parent_id)
+        parent = nodes.get(node.parent_id) if node.parent_id is not None else None
         while parent is not None and parent.id not in funded:
-            parent = nodes.get(parent.parent_id)
+            parent = nodes.get(parent.parent_id) if parent.parent_id is not None else None
         wanted.append(
             WantedAccount(
                 name=account_name(node.path),
@@ -268,7 +268,7 @@ def load_file(plan: MirrorPlan, *, cluster_name: str, known_users: set[str]) -> 
     """The `sacctmgr load` file that creates the plan's accounts (parents first), sets their
     shares and adds their users; a user Slurm does not know yet gets the account as default."""
     lines = [f"Cluster - '{cluster_name}'"]
-    adding = {}
+    adding: dict[str, list[str]] = {}
     for account, user in plan.users_added:
         adding.setdefault(account, []).append(user)
     for parent in dict.fromkeys(a.parent for a in plan.load):

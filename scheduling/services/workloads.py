@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime  # UTC is datetime.timezone.utc
+from typing import TypedDict
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -284,7 +285,10 @@ def workload_hold(*, workload: Workload, actor, note: str = "", now: datetime | 
 
 def workload_held_record(workload: Workload) -> None:
     """The owner is told a workload was held (by a person, or by the scheduler after refusals)."""
-    event_record(kind=EventKind.HELD, key=f"held:{workload.pk}:{workload.held_at.isoformat()}", now=workload.held_at,
+    held_at = workload.held_at
+    if held_at is None:
+        raise ValueError(f"workload {workload.pk} is not held")
+    event_record(kind=EventKind.HELD, key=f"held:{workload.pk}:{held_at.isoformat()}", now=held_at,
                  cluster_id=workload.cluster_id, workload_id=workload.pk)  # fmt: skip
 
 
@@ -303,27 +307,62 @@ RESUBMIT_CHANGES = frozenset({"gpus", "gpus_per_node", "gpu_type", "min_runtime_
 UNFUNDED = "(unfunded)"  # the start option's allocation for "charged to no budget" (policy.options)
 
 
-def _resubmission(workload: Workload, changes: dict[str, object]) -> dict[str, object]:
+class Resubmission(TypedDict):
+    """The arguments of :func:`workload_submit` (but the actor) that repeat a workload."""
+
+    cluster: Cluster
+    allocation_path: str | None
+    gpus: int
+    gpus_per_node: int | None
+    gpu_type: str
+    workload_class: str
+    min_runtime_s: int
+    resumable: bool
+    max_runtime_s: int | None
+    checkpoint_interval_s: int | None
+    name: str
+    metadata: dict
+
+
+def _whole(changes: dict[str, object], key: str, default: int) -> int:
+    """A start option's whole number (``int()`` of what was posted), else a field error."""
+    value = changes.get(key, default)
+    if not isinstance(value, int | float | str):
+        raise SubmissionRefused({key: ["A whole number."]})
+    return int(value)
+
+
+def _per_node(changes: dict[str, object], default: int | None) -> int | None:
+    """A start option's GPUs per node: a whole number, or None for any layout."""
+    value = changes.get("gpus_per_node", default)
+    if value is not None and not isinstance(value, int):
+        raise SubmissionRefused({"gpus_per_node": ["A whole number of GPUs per node."]})
+    return value
+
+
+def _resubmission(workload: Workload, changes: dict[str, object]) -> Resubmission:
     """The submission that repeats ``workload`` with ``changes`` (start-option fields) applied."""
     unknown = sorted(set(changes) - RESUBMIT_CHANGES)
     if unknown:
         raise SubmissionRefused({key: ["A start option cannot change this."] for key in unknown})
     allocation = changes.get("allocation", workload.allocation_path or None)
     metadata = {key: value for key, value in workload.metadata.items() if key != START_REFUSALS}
-    return {
-        "cluster": workload.cluster,
-        "allocation_path": None if allocation in (UNFUNDED, None) else str(allocation),
-        "gpus": int(changes.get("gpus", workload.gpus)),  # type: ignore[call-overload]
-        "gpus_per_node": changes.get("gpus_per_node", workload.gpus_per_node),
-        "gpu_type": str(changes.get("gpu_type", workload.gpu_type) or ""),
-        "workload_class": workload.workload_class,
-        "min_runtime_s": int(changes.get("min_runtime_s", workload.min_runtime_requested_s)),  # type: ignore[call-overload]
-        "resumable": workload.resumable,
-        "max_runtime_s": workload.max_runtime_s,
-        "checkpoint_interval_s": workload.checkpoint_interval_s,
-        "name": workload.name,
-        "metadata": {**metadata, "resubmitted_from": workload.pk},
-    }
+    return Resubmission(
+        {
+            "cluster": workload.cluster,
+            "allocation_path": None if allocation in (UNFUNDED, None) else str(allocation),
+            "gpus": _whole(changes, "gpus", workload.gpus),
+            "gpus_per_node": _per_node(changes, workload.gpus_per_node),
+            "gpu_type": str(changes.get("gpu_type", workload.gpu_type) or ""),
+            "workload_class": workload.workload_class,
+            "min_runtime_s": _whole(changes, "min_runtime_s", workload.min_runtime_requested_s),
+            "resumable": workload.resumable,
+            "max_runtime_s": workload.max_runtime_s,
+            "checkpoint_interval_s": workload.checkpoint_interval_s,
+            "name": workload.name,
+            "metadata": {**metadata, "resubmitted_from": workload.pk},
+        }
+    )
 
 
 def _user_named(username: str):  # noqa: ANN202

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Any
 
 from scheduling.policy import PolicyConfig
 from scheduling.simulator.engine import Engine, Planner, Progress
@@ -39,8 +40,9 @@ __all__ = [
 ]
 
 
-def policy_config(policy: str, **overrides: object) -> PolicyConfig:
-    """The configuration of a named policy, with fields overridden (e.g. ``window_s``)."""
+def policy_config(policy: str, **overrides: Any) -> PolicyConfig:
+    """The configuration of a named policy, with fields overridden (e.g. ``window_s``): any of
+    PolicyConfig's fields, with its types (``dataclasses.replace`` checks the names)."""
     if policy not in POLICIES:
         raise SimulationError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
     return dataclasses.replace(POLICIES[policy], **overrides)

@@ -13,7 +13,7 @@ import random
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from scheduling.simulator import POLICIES, SimulationInput, SimulationResult, policy_config, run_simulation
 from scheduling.simulator.report import render_html
@@ -26,6 +26,9 @@ from scheduling.simulator.traces import (
     read_trace,
     trace_input,
 )
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 SCENARIO_HELP = {
     "nodes": "nodes in the cluster",
@@ -122,7 +125,7 @@ def _add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
 # -- building the input -------------------------------------------------------------------------
 
 
-def build_input(options: dict, *, out: TextIO = sys.stderr) -> SimulationInput:
+def build_input(options: dict, *, out: SupportsWrite[str] = sys.stderr) -> SimulationInput:
     if options.get("scenario"):
         return ai2_scenario(_scenario_parameters(options))
     return _trace(options, out)
@@ -137,7 +140,7 @@ def _scenario_parameters(options: dict) -> Ai2Parameters:
     return Ai2Parameters(**values)
 
 
-def _trace(options: dict, out: TextIO) -> SimulationInput:
+def _trace(options: dict, out: SupportsWrite[str]) -> SimulationInput:
     if not options.get("nodes"):
         raise ValueError("--trace needs the cluster's shape: --nodes N (and --gpus-per-node G, default 8)")
     per_node = options.get("gpus_per_node") or 8
@@ -241,6 +244,12 @@ def write_outputs(results: Sequence[SimulationResult], options: dict, out: TextI
         out.write(side_by_side(results))
 
 
+def _by_class(result: SimulationResult) -> dict[str, dict[str, object]]:
+    """The summary's waits per workload class."""
+    table = result.summary.get("by_class", {})
+    return table if isinstance(table, dict) else {}
+
+
 def side_by_side(results: Sequence[SimulationResult]) -> str:
     keys = [
         "delivered_owed_ratio",
@@ -262,11 +271,11 @@ def side_by_side(results: Sequence[SimulationResult]) -> str:
     ]
     rows = [("", *[str(result.summary["policy"]) for result in results])]
     rows += [(key, *[str(result.summary.get(key)) for result in results]) for key in keys]
-    for name in results[0].summary.get("by_class", {}):
+    for name in _by_class(results[0]):
         rows.append(
             (
                 f"{name} wait p90 s",
-                *[str(r.summary["by_class"].get(name, {}).get("wait_p90_s")) for r in results],
+                *[str(_by_class(r).get(name, {}).get("wait_p90_s")) for r in results],
             )
         )
     width = max(len(row[0]) for row in rows)

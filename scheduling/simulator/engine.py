@@ -18,7 +18,8 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 from scheduling.policy import (
     ClusterNodeSpec,
@@ -35,7 +36,7 @@ from scheduling.policy.session import PlanningSession
 from scheduling.simulator.metrics import Ledger, entitlement_fractions
 from scheduling.simulator.model import NodeOutage, SimJob, SimulationError, SimulationInput
 from scheduling.simulator.pending import PendingGroups
-from scheduling.simulator.usage import DecayedUsage, WindowedUsage
+from scheduling.simulator.usage import DecayedTable, DecayedUsage, WindowedTable, WindowedUsage
 
 Planner = Callable[[Snapshot, float, PolicyConfig], Plan]
 Progress = Callable[[float], None]
@@ -137,8 +138,8 @@ class Engine:
         )
         # What the snapshot reads, kept in the order of allocation_rates and pending_users: the
         # tables recompute only the usage that can have moved since the last pass.
-        self.allocation_usage = self.usage.table()
-        self.user_usage = self.usage.table()
+        self.allocation_usage: WindowedTable[str] | DecayedTable[str] = self.usage.table()
+        self.user_usage: WindowedTable[tuple[str, str]] | DecayedTable[tuple[str, str]] = self.usage.table()
         fractions = entitlement_fractions(inputs.tree, inputs.gpus)
         self.ledger = Ledger(inputs.gpus, inputs.warmup_s, self.horizon, fractions)
         self.ledger.healthy_gpus = float(sum(node.gpus for node in inputs.cluster_nodes if node.healthy))
@@ -161,7 +162,7 @@ class Engine:
 
     def run(self) -> None:
         self._schedule_inputs()
-        handlers = {
+        handlers: dict[int, Callable[[Any], None]] = {
             REPAIR: self._on_repair,
             FAILURE: self._on_failure,
             COMPLETION: self._on_completion,
@@ -193,7 +194,7 @@ class Engine:
     def _schedule_inputs(self) -> None:
         """Arrivals, all known up front, wait in one sorted list beside the heap (which so stays
         small); they take their sequence numbers as if pushed, so the merged order is the same."""
-        arrivals = []
+        arrivals: list[tuple[float, int, float, JobState | None]] = []
         for state in self.jobs.values():
             if state.spec.submit_s <= self.horizon:
                 self.sequence += 1
@@ -464,10 +465,11 @@ class Engine:
             ledger.assigned_unfunded += gpus
         if spec.allocation not in self.allocation_rates:
             self.allocation_usage.add(spec.allocation)
-        for rates, key in (
+        by_key: tuple[tuple[dict[Any, int], Hashable], ...] = (  # rates by path, by (path, user)
             (self.allocation_rates, spec.allocation),
             (self.user_rates, (spec.allocation, spec.user)),
-        ):
+        )
+        for rates, key in by_key:
             rates[key] = rates.get(key, 0) + gpus
             self.usage.set_rate(key, self.now, rates[key])
 

@@ -143,7 +143,7 @@ class Ledger:
     _demand: list[int] = field(default_factory=list)
     _running: list[int] = field(default_factory=list)
     _owing: list[float] = field(default_factory=list)
-    _owing_healthy: int = 0
+    _owing_healthy: float = 0
     _owed: list[float] = field(default_factory=list)
     _delivered: list[float] = field(default_factory=list)
     _since: list[int] = field(default_factory=list)
@@ -159,16 +159,13 @@ class Ledger:
         if ledger is None:
             fraction = self.fractions.get(path, 0.0)
             ledger = self.allocations[path] = AllocationLedger(fraction, self, len(self._owed))
-            for numbers, zero in (
-                (self._fractions, fraction),
-                (self._demand, 0),
-                (self._running, 0),
-                (self._owing, 0),
-                (self._owed, 0.0),
-                (self._delivered, 0.0),
-                (self._since, len(self._dts)),
-            ):
-                numbers.append(zero)
+            self._fractions.append(fraction)
+            self._demand.append(0)
+            self._running.append(0)
+            self._owing.append(0)
+            self._owed.append(0.0)
+            self._delivered.append(0.0)
+            self._since.append(len(self._dts))
         return ledger
 
     def add_demand(self, path: str, gpus: int) -> None:

@@ -177,12 +177,15 @@ def _kind_table(measured: list[JobState], waits: dict[int, float]) -> dict[str, 
 
     (Preemptions of jobs submitted before the measured period count in the totals, not here.)"""
     table = _wait_table(_group_waits(measured, waits, _kind))
+    preempted: dict[str, int] = {}
+    lost_gpu_hours: dict[str, float] = {}
     for state in measured:
-        row = table[_kind(state.spec)]
-        row["preempted"] = row.get("preempted", 0) + state.preempted
-        row["lost_gpu_hours"] = row.get("lost_gpu_hours", 0.0) + state.lost_gpu_s / 3600
-    for row in table.values():
-        row["lost_gpu_hours"] = round(row["lost_gpu_hours"], 2)
+        kind = _kind(state.spec)
+        preempted[kind] = preempted.get(kind, 0) + state.preempted
+        lost_gpu_hours[kind] = lost_gpu_hours.get(kind, 0.0) + state.lost_gpu_s / 3600
+    for kind, row in table.items():
+        row["preempted"] = preempted[kind]
+        row["lost_gpu_hours"] = round(lost_gpu_hours[kind], 2)
     return table
 
 

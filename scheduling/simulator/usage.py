@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)  # a table's keys (allocation paths, or (path, user) pairs)
 
 
 class WindowedUsage:
@@ -26,9 +29,9 @@ class WindowedUsage:
         self._keys: dict[Hashable, list] = {}  # key -> [rate, last_t, total_at_last_t, marks]
         self._tables: list[WindowedTable] = []  # told of every rate change (their cache goes stale)
 
-    def table(self) -> WindowedTable:
+    def table(self) -> WindowedTable[K]:
         """A new :class:`WindowedTable` over this usage (it lives as long as this object)."""
-        table = WindowedTable(self)
+        table: WindowedTable[K] = WindowedTable(self)
         self._tables.append(table)
         return table
 
@@ -51,7 +54,7 @@ class WindowedUsage:
         total_now = state[2] + state[0] * (now - state[1])
         return total_now if low <= 0 else total_now - self._cumulative_at(state, low)
 
-    def values(self, keys: Iterable[Hashable], now: float) -> dict[Hashable, float]:
+    def values(self, keys: Iterable[K], now: float) -> dict[K, float]:
         """``{key: value(key, now)}``, in one loop (a snapshot reads every key each pass)."""
         found, low = self._keys.get, now - self.window_s
         result = {}
@@ -107,7 +110,7 @@ class WindowedUsage:
         return marks[hour] + (end_value - marks[hour]) * fraction
 
 
-class WindowedTable:
+class WindowedTable(Generic[K]):
     """``usage.values(keys, now)`` for an ordered set of keys that changes a little between reads
     (one read per pass), recomputing only the keys whose value can have moved since the last read.
 
@@ -125,40 +128,40 @@ class WindowedTable:
 
     def __init__(self, usage: WindowedUsage) -> None:
         self._usage = usage
-        self._read: dict[Hashable, float] = {}  # every key, in order; exact unless moving or stale
-        self._linear: dict[Hashable, tuple[float, float, float]] = {}  # rate, last_t, total
-        self._banded: dict[Hashable, tuple[float, float, float, float, float]] = {}  # + mark, step
-        self._other: dict[Hashable, None] = {}
-        self._stale: dict[Hashable, None] = {}
+        self._read: dict[K, float] = {}  # every key, in order; exact unless moving or stale
+        self._linear: dict[K, tuple[float, float, float]] = {}  # rate, last_t, total
+        self._banded: dict[K, tuple[float, float, float, float, float]] = {}  # + mark, step
+        self._other: dict[K, None] = {}
+        self._stale: dict[K, None] = {}
         self._hour: int | None = None  # the hour the window starts in (-1: at or before 0)
 
-    def __contains__(self, key: Hashable) -> bool:
+    def __contains__(self, key: K) -> bool:
         return key in self._read
 
-    def add(self, key: Hashable) -> None:
+    def add(self, key: K) -> None:
         """Read ``key`` too, after the keys read so far."""
         if key in self._read:
             raise ValueError(f"{key!r} is read already")
         self._read[key] = 0.0
         self._stale[key] = None
 
-    def remove(self, key: Hashable) -> None:
+    def remove(self, key: K) -> None:
         """Stop reading ``key`` (the others keep their order)."""
         del self._read[key]
         self._forget(key)
         self._stale.pop(key, None)
 
-    def _forget(self, key: Hashable) -> None:
+    def _forget(self, key: K) -> None:
         self._linear.pop(key, None)
         self._banded.pop(key, None)
         self._other.pop(key, None)
 
-    def read(self, now: float) -> dict[Hashable, float]:
+    def read(self, now: float) -> dict[K, float]:
         """``usage.values(keys, now)`` for the keys added and not removed, in the order added."""
         usage, read = self._usage, self._read
         low = now - usage.window_s
         hour = -1 if low <= 0 else int(low // usage.bucket_s)
-        stale = self._stale
+        stale: dict[K, None] | dict[K, float] = self._stale
         if hour != self._hour:
             self._hour, stale = hour, read
             self._linear, self._banded, self._other = {}, {}, {}
@@ -179,7 +182,7 @@ class WindowedTable:
             result.update(usage.values(self._other, now))
         return result
 
-    def _classify(self, values: dict[Hashable, float], low: float, hour: int) -> None:
+    def _classify(self, values: dict[K, float], low: float, hour: int) -> None:
         """File each key of ``values`` (worked out at ``low + window``) as fixed or moving."""
         found, read = self._usage._keys.get, self._read
         linear, banded, other = self._linear, self._banded, self._other
@@ -225,7 +228,7 @@ class DecayedUsage:
         self._decay = math.log(2) / half_life_s
         self._keys: dict[Hashable, list] = {}  # key -> [rate, last_t, decayed_at_last_t]
 
-    def table(self) -> DecayedTable:
+    def table(self) -> DecayedTable[K]:
         """A new :class:`DecayedTable` over this usage."""
         return DecayedTable(self)
 
@@ -240,7 +243,7 @@ class DecayedUsage:
         state = self._keys.get(key)
         return 0.0 if state is None else self._at(state, now)
 
-    def values(self, keys: Iterable[Hashable], now: float) -> dict[Hashable, float]:
+    def values(self, keys: Iterable[K], now: float) -> dict[K, float]:
         """``{key: value(key, now)}``, in one loop (a snapshot reads every key each pass)."""
         found, decay, exp = self._keys.get, self._decay, math.exp
         result = {}
@@ -260,24 +263,24 @@ class DecayedUsage:
         return decayed * factor + rate / self._decay * (1.0 - factor)
 
 
-class DecayedTable:
+class DecayedTable(Generic[K]):
     """What :class:`WindowedTable` is for :class:`DecayedUsage`: every value decays with time, so
     every read recomputes every key."""
 
     def __init__(self, usage: DecayedUsage) -> None:
         self._usage = usage
-        self._keys: dict[Hashable, None] = {}
+        self._keys: dict[K, None] = {}
 
-    def __contains__(self, key: Hashable) -> bool:
+    def __contains__(self, key: K) -> bool:
         return key in self._keys
 
-    def add(self, key: Hashable) -> None:
+    def add(self, key: K) -> None:
         if key in self._keys:
             raise ValueError(f"{key!r} is read already")
         self._keys[key] = None
 
-    def remove(self, key: Hashable) -> None:
+    def remove(self, key: K) -> None:
         del self._keys[key]
 
-    def read(self, now: float) -> dict[Hashable, float]:
+    def read(self, now: float) -> dict[K, float]:
         return self._usage.values(self._keys, now)

@@ -146,6 +146,15 @@ def test_a_refused_resubmission_cancels_nothing_and_says_why(history, frozen_now
         workload_resubmit(workload=old, actor=history.bob, changes={"priority": "high"})
 
 
+def test_a_malformed_change_is_refused_with_a_message_not_a_server_error(history, frozen_now):
+    old = bobs(history)
+    client = client_for(history.bob)
+    for changes in ('{"gpus_per_node": "2"}', '{"gpus": [1]}'):
+        response = client.post(url(old, "resubmit"), {"changes": changes}, **HTMX)
+        assert response.status_code == 200 and "A whole number" in response.content.decode()
+    assert refreshed(old).state == WorkloadState.PENDING
+
+
 def test_a_manager_resubmitting_unfunded_keeps_the_researcher_as_owner(history, frozen_now):
     old = bobs(history)
     new = workload_resubmit(

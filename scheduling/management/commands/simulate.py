@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduling.simulator import SimulationError, cli
 from scheduling.simulator.traces import TraceError
@@ -18,14 +18,15 @@ class Command(BaseCommand):
     help = "Simulate the scheduler on an Ai2-like scenario or a CSV trace, and compare policies."
     requires_system_checks: list[str] = []
 
-    def add_arguments(self, parser) -> None:  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser: CommandParser) -> None:
         cli.add_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             cli.policies(str(options["policy"]))
             inputs = cli.build_input(options, out=self.stderr)
-            results = cli.run_policies(inputs, options, err=self.stderr._out)
+            # _out: the stream OutputWrapper wraps (no added line ends: the progress bar redraws with \r)
+            results = cli.run_policies(inputs, options, err=self.stderr._out)  # type: ignore[arg-type]  # django-stubs type _out through __getattr__; it is the wrapped TextIO
         except (TraceError, SimulationError, ValueError, OSError) as error:
             raise CommandError(str(error)) from error
-        cli.write_outputs(results, options, self.stdout._out)
+        cli.write_outputs(results, options, self.stdout._out)  # type: ignore[arg-type]  # as above: the wrapped TextIO
