@@ -6,6 +6,7 @@ password and the XDG config directory come with it, and it is already installed 
 
 from __future__ import annotations
 
+import socket
 import sys
 
 import click
@@ -77,7 +78,8 @@ def login(url: str | None, username: str | None, token: str | None) -> None:
 def _token_for(url: str, username: str, password: str) -> str:
     """DRF's token for a username and password (``/api/v1/auth/token/``)."""
     try:
-        return Api(url).post("auth/token/", {"username": username, "password": password})["token"]
+        body = {"username": username, "password": password, "name": f"gpus on {socket.gethostname()}"}
+        return Api(url).post("auth/token/", body)["token"]
     except ApiError as error:
         if error.code == ExitCode.REFUSED:  # DRF answers a wrong password with 400
             raise ApiError(error.message, ExitCode.NOT_AUTHENTICATED, error.status) from None

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from gpus_cli.main import main
+from portal.tokens import token_issue
 from scheduling import pass_cache
 from tests.scheduling.conftest import build_lab
 
@@ -35,7 +35,7 @@ def fast_passwords(settings) -> None:  # noqa: ANN001
 def lab(transactional_db: None) -> SimpleNamespace:
     pass_cache.clear()
     built = build_lab()
-    built.tokens = {user.username: Token.objects.create(user=user).key for user in
+    built.tokens = {user.username: token_issue(user=user, name="cli tests")[1] for user in
                     (built.alice, built.bob, built.charlie, built.dave, built.oscar)}  # fmt: skip
     return built
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from django.utils import timezone
 
 from gpus_cli.client import ExitCode
+from portal.tokens import token_authenticate
 from scheduling.models import PendingReason, Workload, WorkloadState
 from scheduling.passes import run_pass
 from scheduling.services import workload_submit
@@ -40,11 +41,10 @@ def test_login_asks_for_the_password_and_saves_the_token_for_the_owner_only(lab,
     saved = config_home / "gpus" / "config.json"
     assert f"as bob; the token is saved in {saved}" in login.stdout
     assert stat.S_IMODE(saved.stat().st_mode) == 0o600
-    assert json.loads(saved.read_text()) == {
-        "url": live_server.url,
-        "token": lab.tokens["bob"],
-        "cluster": "",
-    }
+    stored = json.loads(saved.read_text())
+    assert stored["url"] == live_server.url and stored["cluster"] == ""
+    issued = token_authenticate(stored["token"])  # a new token of bob's, named after this machine
+    assert issued is not None and issued.user == lab.bob and issued.name.startswith("gpus on ")
     whoami = subprocess.run([GPUS, "whoami"], capture_output=True, text=True, env=env, timeout=60)
     assert whoami.returncode == 0 and whoami.stdout.startswith(f"bob on {live_server.url}")
     assert "member  lab/vision/perception" in whoami.stdout
@@ -57,7 +57,7 @@ def test_a_wrong_password_is_refused_in_the_servers_words_with_the_not_authentic
     login = subprocess.run([GPUS, "login", "--url", live_server.url, "-u", "bob"], input="wrong\n",
                            capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
     assert login.returncode == ExitCode.NOT_AUTHENTICATED
-    assert "Unable to log in with provided credentials." in login.stderr
+    assert "Unable to log in with the username and password given." in login.stderr
     assert not (config_home / "gpus" / "config.json").exists()
 
 
@@ -213,7 +213,7 @@ def test_budget_shows_delivered_against_owed_the_shares_and_the_children(gpus, l
 
 def test_a_bad_token_exits_not_authenticated_with_the_servers_words(gpus):
     ran = gpus("ls", token="not-a-token")
-    assert (ran.code, ran.err) == (ExitCode.NOT_AUTHENTICATED, "gpus: Invalid token.\n")
+    assert (ran.code, ran.err) == (ExitCode.NOT_AUTHENTICATED, "gpus: Invalid, expired or revoked token.\n")
     assert gpus("ls", as_user=None).code == ExitCode.NOT_AUTHENTICATED
 
 
@@ -249,7 +249,7 @@ def test_a_gpu_type_the_cluster_lacks_is_refused_and_a_checkpoint_without_resuma
     refused = gpus("submit", "-a", "lab/vision/perception", "-g", "1", "--gpu-type", "H100")
     assert (refused.code, refused.err) == (
         ExitCode.REFUSED,
-        "gpus: gpu_type: main has no H100 nodes; it has A100.\n",
+        "gpus: gpu_type: main has no H100 GPUs; its nodes have: A100.\n",
     )
     warned = gpus("submit", "-a", "lab/vision/perception", "-g", "1", "--checkpoint-interval", "10m")
     assert warned.code == 0

@@ -14,6 +14,7 @@ from datetime import timedelta
 from html.parser import HTMLParser
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
@@ -134,7 +135,7 @@ def test_no_page_shows_a_raw_timestamp_a_reason_code_or_zero_workloads_ahead(liv
     findings = {}
     for persona in PERSONAS:
         client = Client()
-        client.login(username=persona, password="demo")
+        client.force_login(User.objects.get(username=persona))
         for url in pages(protected):
             response = client.get(url)
             if response.status_code == 404:  # a researcher's view of someone else's workload
@@ -148,7 +149,7 @@ def test_no_page_shows_a_raw_timestamp_a_reason_code_or_zero_workloads_ahead(liv
 def test_a_protected_reason_and_repeated_reservations_read_as_sentences(lived_in):
     protected = lived_in["protected"]
     client = Client()
-    client.login(username="researcher", password="demo")
+    client.force_login(User.objects.get(username="researcher"))
     html = client.get(f"/scheduling/workloads/{protected.pk}/").content.decode()
     text = visible_text(html)
     assert "Running work is still protected" in text  # the reason's plain name ...
@@ -160,6 +161,6 @@ def test_a_protected_reason_and_repeated_reservations_read_as_sentences(lived_in
 
 def test_the_reason_filter_offers_plain_names(lived_in):
     client = Client()
-    client.login(username="researcher", password="demo")
+    client.force_login(User.objects.get(username="researcher"))
     html = client.get("/scheduling/queue/main/").content.decode()
     assert '<option value="WAITING_FOR_GPUS" >Waiting for GPUs to free up</option>' in html
