@@ -238,7 +238,7 @@ class FairTree:
         best, best_key = None, _BELOW_EVERY_KEY
         budget, usage = self.budget, self.subtree_usage
         for child in self.children.get(node, ()):
-            if eligible.get(child, 0) > 0:
+            if child in eligible and eligible[child] > 0:
                 key = fair_tree_key(budget[child], usage[child])
                 if key > best_key:
                     best, best_key = child, key
