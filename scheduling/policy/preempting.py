@@ -147,7 +147,6 @@ class Preempting(Victims):
         for start in self.starts:
             changed.update(name for name, _ in start.placement)
         settled, blocked = kept.settled, kept.blocked
-        # (``copy`` clones the table, holes of forgotten nodes and all; ``dict`` inserts one by one)
         needs = self.node_needs = settled.copy()
         if blocked and now < min(blocked.values()):  # (an until is never NaN: it was > a now)
             needs.update(dict.fromkeys(blocked))  # every one still blocked (most passes)

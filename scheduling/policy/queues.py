@@ -315,7 +315,6 @@ class FairShareQueue:
 
     def queued(self) -> Iterator[PendingWorkload]:
         """What is still queued, in no particular order (cheaper than ``remaining``)."""
-        # (chained in C: most allocations queue many users' work, one or two workloads each)
         return chain.from_iterable(map(chain.from_iterable, map(dict.values, self.by_allocation.values())))
 
     def remaining_groups(self) -> Iterator[tuple[AllocationPath, Sequence[PendingWorkload]]]:

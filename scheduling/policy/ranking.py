@@ -121,7 +121,6 @@ class FairTree:
         ``charge_running`` was called. Only the first read of one of them calls this."""
         subtree, user_usage, running_charges = self._unsettled
         self._unsettled = None
-        # (a dict's own copy clones its table, holes and all: dict() would insert entry by entry)
         users = user_usage.copy() if type(user_usage) is dict else dict(user_usage)
         self.subtree_usage, self.user_usage, self.user_log = subtree, users, {}
         for running, now, projected_charge_s, ordered in running_charges:
@@ -179,12 +178,9 @@ class FairTree:
         projected_charge_s: float,
         ordered: Callable[[Sequence[RunningWorkload]], bool],
     ) -> None:
-        # The bulk form of ``charge`` (a pass charges every running workload): the same additions, in order,
-        # to each node along each path's ancestors, then the root. Each node's sum is kept in a list
-        # at the node's slot meanwhile (the shape's order of the nodes, that of ``subtree``), the
-        # root's in a local (no ancestor chain holds the root), and written back at the end: a
-        # list item is cheaper to add to than a dict's. (Dicts are tested and read here rather
-        # than asked with ``get``: a method call costs more, compiled.)
+        # The bulk form of ``charge`` (a pass charges every running workload): the same additions,
+        # in order, to each node along each path's ancestors, then the root; the sums are kept per
+        # node slot (the shape's order of the nodes, that of ``subtree``) and written back at the end.
         subtree, shape = self.subtree_usage, self._shape
         totals, slots = list(subtree.values()), shape.slots
         root = subtree[ROOT]
@@ -242,7 +238,7 @@ class FairTree:
         best, best_key = None, _BELOW_EVERY_KEY
         budget, usage = self.budget, self.subtree_usage
         for child in self.children.get(node, ()):
-            if eligible.get(child, 0) > 0:
+            if child in eligible and eligible[child] > 0:
                 key = fair_tree_key(budget[child], usage[child])
                 if key > best_key:
                     best, best_key = child, key

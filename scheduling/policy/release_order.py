@@ -198,8 +198,12 @@ def release_key(
     total, preempting, declared = left, -INFINITE, -INFINITE
     for workload in here:
         # release_at with no "now" to clamp to: the caller clamps (see ``_whole_from_key``)
-        preempting = max(preempting, release_at(workload, -INFINITE, True))
-        declared = max(declared, release_at(workload, -INFINITE, False))
+        held = release_at(workload, -INFINITE, True)
+        if held > preempting:
+            preempting = held
+        end = release_at(workload, -INFINITE, False)
+        if end > declared:
+            declared = end
         for placed, gpus in workload.placement:
             if placed == name:
                 if gpus <= 0:

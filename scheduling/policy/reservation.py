@@ -164,7 +164,8 @@ class ReleaseProfile:
                     if gpus <= 0:
                         return None  # not the plain case: work it out in full
                     total += gpus
-                    latest = max(latest, end)
+                    if end > latest:
+                        latest = end
         if total == size:
             whole = self.whole_at[name] = latest if latest >= now else now
             return whole

@@ -201,7 +201,6 @@ class Victims:
             preemptor, user, charge = workload.allocation, workload.user, workload.gpus * self.charge_s
             usage = self.tree.user_usage
             mine = usage.get((preemptor, user), 0.0) + charge
-            # each user once (an allocation runs many workloads of few users), read in C
             others = set(map(_USER, self.candidates.get((preemptor, True), ())))
             others.discard(user)
             peers = order.peers = {other for other in others if usage.get((preemptor, other), 0.0) >= mine}

@@ -86,7 +86,7 @@ class Walk:
             record = self._records()
             if not record and self.failed:
                 due = CHECK_AFTER_MISSES - misses if checked != planning.generation else INFINITE
-                skipped = self.skip.whole_queues(queue, due)
+                skipped = queue.skip(self.skip.passed_over, due)  # whole user queues of hits
                 misses += skipped
                 if skipped and misses >= CHECK_AFTER_MISSES and checked != planning.generation:
                     checked = planning.generation
@@ -174,11 +174,10 @@ class FastSkip:
     def passed_over(self, workloads: Sequence[PendingWorkload]) -> bool:
         """Is every one of ``workloads`` like one that failed?"""
         failed, now, start = self.failed, self.now, self.reservation_start
-        return all(signature(workload, now, start) in failed for workload in workloads)
-
-    def whole_queues(self, queue, enough: float) -> int:  # noqa: ANN001 - a queue of queues.py
-        """Pass over whole user queues of hits, up to ``enough`` workloads: how many."""
-        return queue.skip(self.passed_over, enough)
+        for workload in workloads:  # noqa: SIM110 - a loop, not all() over a generator: the hot path
+            if signature(workload, now, start) not in failed:
+                return False
+        return True
 
     def leading_hits(self, items: deque[PendingWorkload]) -> tuple[int, tuple | None]:
         """Drop the hits at the front of ``items`` and take the first miss: (how many were taken,
