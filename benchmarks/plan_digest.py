@@ -20,8 +20,11 @@ start, the fair-share ratios; not the timings):
 - ``simulated``: two days of a small Ai2-like lab under fairshare, priority and fifo (the
   summary, the per-team table, the hourly occupancy and every class's waits).
 
-Baseline: ``BASELINE`` below, computed at commit 7040c65 (plain Python, from a worktree of it); ``tests/policy/test_plan_digest.py``
-checks it.
+Baseline: ``BASELINE`` below, computed at commit 7040c65 (plain Python, from a worktree of it) with
+one change applied: issue 21's plainer reason sentences (``scheduling/policy/reasons.py`` as that
+issue left it), which change the ``snapshots`` part's wording and nothing else. 7040c65 as it was
+gave ``snapshots`` 17d5bb67... and ``all`` 4ed9ba5c...; the policy rewrite of issue 16 matched those
+before the new sentences were merged. ``tests/policy/test_plan_digest.py`` checks the baseline.
 """
 
 from __future__ import annotations
@@ -47,9 +50,9 @@ from scheduling.simulator import run_simulation
 from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario
 
 BASELINE = {
-    "snapshots": "17d5bb67285c0f0ec7fbda6b379a3acc8965cd737cc7f83c3eecf70f479db87d",
+    "snapshots": "c5e93f46153840533bfee551e00d9e190e6a3c070fce5f3bb35d05f7a2ee684d",
     "simulated": "13663237421aa45ee196187fb0771ac0ea27d5c962d18a5b10ca85157027000c",
-    "all": "4ed9ba5cb819ec92f7ed7bab8d2e83f3bfef49d4b9bfbdea879a576d367c6a1a",
+    "all": "d11d17427edf25360a8e1b5369cc9250d3293c7308c9c01c91d57845f7225e17",
 }
 
 NOW = 1_000_000.0
