@@ -9,18 +9,13 @@ test-artifacts/paint-times.json.
 from __future__ import annotations
 
 import json
-import os
-from datetime import timedelta
 
 import pytest
-from django.core.management import call_command
-from django.utils import timezone
 
 from budgets.models import BudgetNode
-from portal.demo_history import history_seed
-from scheduling.models import Cluster, Workload, WorkloadState
-from scheduling.passes import run_pass
+from scheduling.models import Workload, WorkloadState
 from tests.browser.conftest import ARTIFACTS
+from tests.demo_world import demo_lived_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PERSONAS = ("researcher", "manager", "oncall", "admin")
@@ -39,13 +34,7 @@ new MutationObserver(function () {
 @pytest.fixture
 def lived_in(transactional_db: None) -> None:
     """The demo organisation, a week of history and a few real passes (queues, reasons, decisions)."""
-    with open(os.devnull, "w") as quiet:
-        call_command("load_demo", stdout=quiet)
-    now = timezone.now()
-    for cluster in Cluster.objects.order_by("name"):
-        history_seed(cluster=cluster, now=now, days=7, users=["researcher"])
-        for step in range(2):
-            run_pass(cluster_id=cluster.pk, now=now + timedelta(seconds=10 * step))
+    demo_lived_in(days=7, passes=2)
     # The pyramid's "most preempted" table with its longest allocation paths, the width that clipped.
     longest = sorted(
         Workload.objects.filter(

@@ -8,22 +8,18 @@ upper-case reason code, and never "0 workloads ... ahead".
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import timedelta
 from html.parser import HTMLParser
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
 from django.test import Client
-from django.utils import timezone
 
 from budgets.models import BudgetNode
-from portal.demo_history import history_seed
-from scheduling.models import Cluster, Decision, DecisionKind, PendingReason, Workload, WorkloadState
-from scheduling.passes import run_pass
+from scheduling.models import Decision, DecisionKind, PendingReason, Workload, WorkloadState
 from scheduling.policy import ReasonCode
+from tests.demo_world import demo_lived_in
 
 PERSONAS = ("researcher", "manager", "oncall", "admin")
 UNIX_TIMESTAMP = re.compile(r"(?<![\d.])1[5-9]\d{8}(?:\.\d+)?(?![\d])")
@@ -71,13 +67,7 @@ def raw_internals(text: str) -> list[str]:
 def lived_in(db) -> dict[str, object]:  # noqa: ANN001
     """The demo organisation, two weeks of history, three passes per cluster, and one workload
     whose reason carries a raw protection time and whose scheduler reserved for it 30 times."""
-    with open(os.devnull, "w") as quiet:
-        call_command("load_demo", stdout=quiet)
-    now = timezone.now()
-    for cluster in Cluster.objects.order_by("name"):
-        history_seed(cluster=cluster, now=now, days=14, users=["researcher"])
-        for step in range(3):
-            run_pass(cluster_id=cluster.pk, now=now + timedelta(seconds=10 * step))
+    now = demo_lived_in(days=14, passes=3)
     protected = Workload.objects.filter(state=WorkloadState.PENDING).order_by("id").first()
     Workload.objects.filter(pk=protected.pk).update(user_name="researcher")
     PendingReason.objects.update_or_create(
