@@ -37,7 +37,7 @@ coverage:
 
 ## make typecheck: mypy (django-stubs, djangorestframework-stubs) over portal/, budgets/, scheduling/, notifications/ and gpus_cli/
 typecheck: install
-	$(BIN)/mypy
+	SECRET_KEY=$${SECRET_KEY:-test-only-secret-key} $(BIN)/mypy
 
 lint: install
 	$(BIN)/ruff check .
