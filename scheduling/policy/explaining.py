@@ -6,18 +6,24 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from itertools import repeat
 from operator import attrgetter, itemgetter
+from typing import TYPE_CHECKING
 
 from scheduling.policy import reasons
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
 from scheduling.policy.types import PendingWorkload, Reservation
 
+if TYPE_CHECKING:
+    from scheduling.policy.pass_state import PassState as _PassBase
+else:
+    _PassBase = object  # the pass's state is declared for the type checker only (pass_state.py)
+
 _WORKLOAD, _KEY = itemgetter(0), itemgetter(1)
 _ID = attrgetter("id")
 _SHAPE = attrgetter("gpus", "gpus_per_node", "gpu_type")
 
 
-class Explaining:
+class Explaining(_PassBase):
     """The reserve-and-explain half of ``planner._Pass``; it reads and updates the pass's state."""
 
     # -- reserve -------------------------------------------------------------------------------
