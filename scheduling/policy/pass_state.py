@@ -44,7 +44,8 @@ class PassState:
     preemptions: list[Preemption]
     reservation: Reservation | None
     reserved_workload: PendingWorkload | None
-    blocked: list[tuple[PendingWorkload, tuple]]
+    # walk order: (workload, its outcome key), or (None, the untried tail's groups) (Shortcuts)
+    blocked: list[tuple[PendingWorkload, tuple] | tuple[None, list]]
     # key -> its outcome; the ("protected_until",) entry: attempt -> until when (Explaining)
     outcomes: dict[tuple, Any]
     no_fit: set[Shape]
@@ -54,7 +55,8 @@ class PassState:
     fit_at_start: dict[Shape, bool]
     generation: int
     relief: int
-    pools: dict[tuple, tuple[int, object]]
+    # key -> (generation, victims._Order); under victims._TIERS: (generation, (ratios, sums))
+    pools: dict[tuple, tuple[int, Any]]
     profile: ReleaseProfile | None
     touched: set[str]
     requeued: set[int]

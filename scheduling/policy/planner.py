@@ -141,7 +141,8 @@ class _Pass(Shortcuts, Preempting, Explaining):
         self.preemptions: list[Preemption] = []
         self.reservation: Reservation | None = None
         self.reserved_workload: PendingWorkload | None = None
-        self.blocked: list[tuple[PendingWorkload, tuple]] = []  # walk order, with an outcome key
+        # walk order, with an outcome key (or None and an untried tail: Shortcuts._leave_untried)
+        self.blocked: list[tuple[PendingWorkload, tuple] | tuple[None, list]] = []
         self.outcomes: dict[tuple, reasons.Outcome] = {}
         self.no_fit: set[Shape] = set()
         self.no_fit_reserved: set[Shape] = set()

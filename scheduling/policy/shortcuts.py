@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import compress
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from scheduling.policy.placement import Shape
 from scheduling.policy.rules import is_protected
@@ -98,7 +98,7 @@ class Shortcuts(_PassBase):
         waiting = queue.funded_allocations()
         if not waiting:
             return True
-        open_groups = self._preemptible()
+        open_groups = cast("list[tuple[str, bool]]", self._preemptible())  # fair share: the groups
         if any(not funded for _, funded in open_groups):
             return not waiting
         return not any(
@@ -113,6 +113,7 @@ class Shortcuts(_PassBase):
         known = self.preemptible
         if known is not None and known[0] == self.relief:
             return known[1]
+        found: list[tuple[str, bool]] | int | None
         if self.fairshare:
             found = [key for key, running in self.candidates.items() if any(map(self._unprotected, running))]
         else:

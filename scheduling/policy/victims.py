@@ -98,7 +98,7 @@ class Victims(_PassBase):
                 if shielding and funded:
                     running = self._unshielded(allocation, running)
                 groups.append(
-                    (allocation, funded, running if verdict is True else list(filter(verdict, running)))
+                    (allocation, funded, running if verdict is True else list(filter(verdict, running)))  # type: ignore[arg-type]  # a verdict not True is a per-victim test
                 )
         return groups
 
