@@ -187,7 +187,7 @@ class Explaining(_PassBase):
         for position, at, offset in found:
             allocation, workloads, keys = segments[at]
             workload = workloads[offset]
-            key = keys[offset] if keys is not None else self._untried_key(allocation, workload)
+            key = keys[offset] if keys is not None else self._untried_key(allocation, workload)  # type: ignore[arg-type]  # no keys: an allocation's segment
             queued_in = self._queued_allocation(key)
             if queued_in is not None and queued_in not in self.first_seen:
                 self.first_seen[queued_in] = self._first_queued(queued_in, segments) - 1
@@ -326,6 +326,9 @@ class Explaining(_PassBase):
         if kind == "protected":
             return reasons.protected_work(key[1])
         if kind == "held_for":
+            assert (
+                self.reserved_workload is not None and self.reservation is not None
+            )  # keyed so when reserved
             return reasons.reserved_for(self.reserved_workload, self.reservation.start_at)
         if kind == "unfunded":
             return reasons.unfunded(key[1])
