@@ -6,18 +6,24 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from itertools import repeat
 from operator import attrgetter, itemgetter
+from typing import TYPE_CHECKING
 
 from scheduling.policy import reasons
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.reservation import INFINITE, ReleaseProfile
 from scheduling.policy.types import PendingWorkload, Reservation
 
+if TYPE_CHECKING:
+    from scheduling.policy.pass_state import PassState as _PassBase
+else:
+    _PassBase = object  # the pass's state is declared for the type checker only (pass_state.py)
+
 _WORKLOAD, _KEY = itemgetter(0), itemgetter(1)
 _ID = attrgetter("id")
 _SHAPE = attrgetter("gpus", "gpus_per_node", "gpu_type")
 
 
-class Explaining:
+class Explaining(_PassBase):
     """The reserve-and-explain half of ``planner._Pass``; it reads and updates the pass's state."""
 
     # -- reserve -------------------------------------------------------------------------------
@@ -181,7 +187,7 @@ class Explaining:
         for position, at, offset in found:
             allocation, workloads, keys = segments[at]
             workload = workloads[offset]
-            key = keys[offset] if keys is not None else self._untried_key(allocation, workload)
+            key = keys[offset] if keys is not None else self._untried_key(allocation, workload)  # type: ignore[arg-type]  # no keys: an allocation's segment
             queued_in = self._queued_allocation(key)
             if queued_in is not None and queued_in not in self.first_seen:
                 self.first_seen[queued_in] = self._first_queued(queued_in, segments) - 1
@@ -320,6 +326,9 @@ class Explaining:
         if kind == "protected":
             return reasons.protected_work(key[1])
         if kind == "held_for":
+            assert (
+                self.reserved_workload is not None and self.reservation is not None
+            )  # keyed so when reserved
             return reasons.reserved_for(self.reserved_workload, self.reservation.start_at)
         if kind == "unfunded":
             return reasons.unfunded(key[1])

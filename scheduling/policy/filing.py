@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import repeat
 from operator import attrgetter, is_, is_not, length_hint
 
@@ -63,7 +63,7 @@ _DROPPED_KEPT = 4096  # nodes logged by ReleaseKeys.drop before the log starts a
 _FOUND_WITHIN = 8  # a carried tuple starts with one of the last one's first few workloads
 
 
-def in_start_order(running: tuple[RunningWorkload, ...] | list[RunningWorkload]) -> bool:
+def in_start_order(running: Sequence[RunningWorkload]) -> bool:
     """Whether ``running`` lies in start order with finite start times, worked out in full."""
     starts = [workload.started_at for workload in running]
     total = sum(starts)
@@ -115,7 +115,7 @@ class FilingCarry:
         self.early = (running, change, counts)
         return counts.keys()
 
-    def in_start_order(self, running: tuple[RunningWorkload, ...] | list[RunningWorkload]) -> bool:
+    def in_start_order(self, running: Sequence[RunningWorkload]) -> bool:
         """Whether ``running`` lies in start order (``started_at`` never falls) with finite start
         times. Kept from pass to pass for the tuple this carry last filed (a pass's fair-share
         charge asks after its ``_index`` filed it): a tuple changed by taking workloads off and

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, replace
+from typing import Any, cast
 
 from scheduling.policy import planner
 from scheduling.policy.queues import Grouped, group_pending, swap_grouped
-from scheduling.policy.reasons import gpus_phrase
+from scheduling.policy.reasons import Reasons, gpus_phrase
 from scheduling.policy.session import PlanningSession
 from scheduling.policy.types import (
     PendingWorkload,
@@ -146,7 +147,7 @@ class _UntilStarted(planner._Pass):
 
     watched: WorkloadId
 
-    def _start(self, workload: PendingWorkload, *args: object, **kwargs: object) -> None:
+    def _start(self, workload: PendingWorkload, *args: Any, **kwargs: Any) -> None:
         super()._start(workload, *args, **kwargs)
         if workload.id == self.watched:
             raise _Started
@@ -181,7 +182,7 @@ def _plan_until_started(
 def _option(label: str, changes: dict, workload_id: WorkloadId, result: Plan) -> StartOption:
     if any(start.workload_id == workload_id for start in result.starts):
         return StartOption(label, changes, True, None, None)
-    reason = result.reasons.get(workload_id)
+    reason = cast(Reasons, result.reasons).get(workload_id)  # a plan's reasons are a reasons.Reasons
     if reason is None:
         return StartOption(label, changes, False, None, None)
     return StartOption(label, changes, False, reason.estimated_start, reason.code)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from operator import attrgetter, itemgetter
 from types import MappingProxyType
+from typing import cast
 
 from scheduling.policy import reasons, rules
 from scheduling.policy.clearable import ClearableNodes
@@ -108,7 +109,7 @@ def plan_grouped(
 def _backend_unavailable(snapshot: Snapshot, now: float, explain: Explain = True) -> Plan:
     outcome = reasons.backend_unavailable(snapshot.backend_name, snapshot.backend_error_at, now)
     pending = sorted(snapshot.pending, key=_SUBMIT_ORDER) if explain else ()
-    chosen = [(w, i) for i, w in enumerate(pending, 1) if explain is True or w.id in explain]
+    chosen = [(w, i) for i, w in enumerate(pending, 1) if explain is True or w.id in explain]  # type: ignore[operator]  # explain False: pending is empty
     explained = reasons.Reasons(
         [workload for workload, _ in chosen],
         [outcome] * len(chosen),
@@ -140,7 +141,8 @@ class _Pass(Shortcuts, Preempting, Explaining):
         self.preemptions: list[Preemption] = []
         self.reservation: Reservation | None = None
         self.reserved_workload: PendingWorkload | None = None
-        self.blocked: list[tuple[PendingWorkload, tuple]] = []  # walk order, with an outcome key
+        # walk order, with an outcome key (or None and an untried tail: Shortcuts._leave_untried)
+        self.blocked: list[tuple[PendingWorkload, tuple] | tuple[None, list]] = []
         self.outcomes: dict[tuple, reasons.Outcome] = {}
         self.no_fit: set[Shape] = set()
         self.no_fit_reserved: set[Shape] = set()
@@ -174,7 +176,9 @@ class _Pass(Shortcuts, Preempting, Explaining):
         elif self.explain is False:
             explained = reasons.Reasons([], [])
         else:
-            explained = self._timed("explain", lambda: self._explain_only(self.explain))
+            explained = self._timed(
+                "explain", lambda: self._explain_only(cast("frozenset[int]", self.explain))
+            )
         return Plan(
             starts=tuple(self.starts),
             preemptions=tuple(self.preemptions),

@@ -147,7 +147,9 @@ class Preempting(Victims):
         for start in self.starts:
             changed.update(name for name, _ in start.placement)
         settled, blocked = kept.settled, kept.blocked
-        needs = self.node_needs = settled.copy()
+        needs: dict[str, frozenset | None]
+        until: float | None
+        needs = self.node_needs = settled.copy()  # type: ignore[assignment]  # a copy: None values are added below
         if blocked and now < min(blocked.values()):  # (an until is never NaN: it was > a now)
             needs.update(dict.fromkeys(blocked))  # every one still blocked (most passes)
         else:

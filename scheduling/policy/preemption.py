@@ -104,6 +104,7 @@ class VictimPool:
         """(type, size) -> nodes that could be wholly free."""
         if self._whole_nodes is None:
             self._clear()
+        assert self._whole_nodes is not None  # set by _clear
         return self._whole_nodes
 
     @property
@@ -111,6 +112,7 @@ class VictimPool:
         """(worst rank, node, victims) of each occupied node all of whose work may go, by name."""
         if self._clearable is None:
             self._clear()
+        assert self._clearable is not None  # set by _clear
         return self._clearable
 
     def _clear(self) -> None:

@@ -121,6 +121,7 @@ class FairShareQueue:
         """``[FairShareQueue(tree, funded groups), FairShareQueue(tree, the other groups)]``, from
         one walk over ``groups`` (a pass builds both, once per walk)."""
         by_allocation, queued = _by_allocation(groups)
+        sides: tuple[_ByAllocation, _ByAllocation]
         funded, sides = tree.funded, ({}, {})
         for allocation, users in by_allocation.items():  # (each side keeps the groups' order)
             sides[allocation not in funded][allocation] = users
@@ -135,6 +136,7 @@ class FairShareQueue:
     def _start(self, tree: FairTree, by_allocation: _ByAllocation, queued: dict[AllocationPath, int]) -> None:
         """Serve ``by_allocation``; ``queued``: allocation -> its workloads (for at least those)."""
         self.tree = tree
+        self.counts: dict[AllocationPath, int]
         self.by_allocation, self.counts = by_allocation, {}
         for allocation in by_allocation:
             self._count(allocation, queued[allocation])
@@ -163,9 +165,10 @@ class FairShareQueue:
             queue = self.by_allocation[allocation][user] = deque(queue)
             current = (allocation, user, queue)
         self.current = current
-        return current
+        return current  # type: ignore[return-value]  # its queue was made a deque just above
 
     def consumed(self, count: int) -> None:
+        assert self.current is not None  # set by head, which the caller called first
         allocation, user, queue = self.current
         self._count(allocation, -count)
         if not queue:
@@ -274,7 +277,9 @@ class FairShareQueue:
             path.append(child)
             node = child
 
-    def _least_used(self, allocation: AllocationPath, users: dict[str, deque[PendingWorkload]]) -> str:
+    def _least_used(
+        self, allocation: AllocationPath, users: dict[str, deque[PendingWorkload] | list[PendingWorkload]]
+    ) -> str:
         """The user with the least usage (ties by name), as ``min`` over ``(usage, name)`` would
         pick, from a heap kept per allocation: an entry is pushed whenever a user's usage changes
         (the tree logs every charge) or a user joins, and entries that no longer hold are dropped."""

@@ -119,6 +119,7 @@ class FairTree:
     def _settle(self) -> None:
         """Make the usage attributes: the usage given, then the running work charged in the order
         ``charge_running`` was called. Only the first read of one of them calls this."""
+        assert self._unsettled is not None  # only the first read settles
         subtree, user_usage, running_charges = self._unsettled
         self._unsettled = None
         users = user_usage.copy() if type(user_usage) is dict else dict(user_usage)

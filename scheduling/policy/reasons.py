@@ -14,13 +14,14 @@ from __future__ import annotations
 import gc
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import repeat
 from operator import attrgetter
 from types import MappingProxyType
+from typing import Any
 
 from scheduling.policy.placement import Shape
-from scheduling.policy.types import PendingReason, PendingWorkload, ReasonCode
+from scheduling.policy.types import PendingReason, PendingWorkload, ReasonCode, WorkloadId
 
 Outcome = tuple[ReasonCode, Mapping[str, object], str, float | None]  # code, params, message, estimate
 
@@ -30,12 +31,19 @@ class Draft:
     ``finish`` change its class), with plain attribute stores."""
 
     __slots__ = PendingReason.__slots__
+    # the slots' types (bare annotations: no class attributes), as on PendingReason
+    workload_id: WorkloadId
+    code: ReasonCode
+    params: Mapping[str, object]
+    message: str
+    position: int
+    estimated_start: float | None
 
 
 _FIELDS = ("workload_id", "code", "params", "message", "position", "estimated_start")
 assert tuple(PendingReason.__slots__) == _FIELDS, "PendingReason fields changed: update the drafts' fills"
 
-_drain = deque(maxlen=0).extend  # runs a map to its end, keeping nothing
+_drain: Callable[[Iterable[Any]], None] = deque(maxlen=0).extend  # runs a map to its end, keeping nothing
 _ID = attrgetter("id")
 
 
@@ -146,7 +154,7 @@ def make_reasons(
     workload_ids: Sequence[int], outcomes: Sequence[Outcome], positions: int | Sequence[int]
 ) -> list[PendingReason]:
     """One reason per (id, outcome), at ``positions`` (an int: that one, the next, and so on)."""
-    drafts = []
+    drafts: list[Draft] = []
     append = drafts.append
     if isinstance(positions, int):
         positions = range(positions, positions + len(workload_ids))

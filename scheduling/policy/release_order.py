@@ -14,12 +14,13 @@ from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress, repeat
 from operator import is_not, itemgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from scheduling.policy.rules import release_at
 from scheduling.policy.types import ClusterNodeSpec, RunningWorkload
 
 if TYPE_CHECKING:
+    from scheduling.policy.node_keys import ReleaseKeys
     from scheduling.policy.reservation import ReleaseProfile
     from scheduling.policy.session import PlanningSession
 
@@ -136,13 +137,17 @@ class Ranks:
         worked out and kept, as ``_wholes`` does."""
         names, seen = self.names, self.seen
         dropped = getattr(keys, "dropped", None)
-        read, self.read = self.read, None if dropped is None else (keys.epoch, len(dropped))
-        if read is None or read[0] != keys.epoch:
+        # keys with a "dropped" log are filing.ReleaseKeys, which carry an epoch
+        read, self.read = (
+            self.read,
+            None if dropped is None else (cast("ReleaseKeys", keys).epoch, len(dropped)),
+        )
+        if read is None or read[0] != cast("ReleaseKeys", keys).epoch:
             current = list(map(keys.get, names, repeat(UNKNOWN)))
             moved = [(at, current[at]) for at in compress(range(len(names)), map(is_not, current, seen))]
         else:
             where, get = self.where, keys.get
-            looked = self.pending.union(where[name] for name in dropped[read[1] :] if name in where)
+            looked = self.pending.union(where[name] for name in dropped[read[1] :] if name in where)  # type: ignore[index]  # read epoch matches: keys is a ReleaseKeys
             moved = [(at, key) for at in sorted(looked) if (key := get(names[at], UNKNOWN)) is not seen[at]]
         listed, index, changed, pending = self.listed, self.index, profile.changed, self.pending
         for at, key in moved:
@@ -165,7 +170,7 @@ class Ranks:
                 self.unsettled.add(name)
             else:
                 seen[at] = key
-                insort(timed, (key[index], name))
+                insort(timed, (key[index], name))  # type: ignore[index]  # UNKNOWN (object() sentinel) skipped above
         return listed
 
 

@@ -139,13 +139,14 @@ class ReleaseProfile:
         """When ``name`` is wholly free, from its release key (worked out and kept if missing);
         None when the key does not settle it."""
         keys = self.keys
+        assert keys is not None  # callers look here only with keys
         key = keys.get(name, UNKNOWN)
         if key is UNKNOWN:
             left, here = self._state(name)
             key = keys[name] = release_key(name, size, left, here)
         if key is None:
             return None
-        latest = key[0] if self.preemptive else key[1]
+        latest = key[0] if self.preemptive else key[1]  # type: ignore[index]  # UNKNOWN (an object() sentinel) was replaced above
         whole = self.whole_at[name] = latest if latest >= self.now else self.now
         return whole
 
@@ -186,6 +187,7 @@ class ReleaseProfile:
             return times
         events = []
         release = self._release
+        assert here is not None  # free counts stay in 0..size: no occupants returned above
         for workload in here:
             end = release(workload)
             placement = workload.placement

@@ -7,10 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import compress
 from operator import attrgetter
+from typing import TYPE_CHECKING, cast
 
 from scheduling.policy.placement import Shape
 from scheduling.policy.rules import is_protected
 from scheduling.policy.types import RunningWorkload
+
+if TYPE_CHECKING:
+    from scheduling.policy.pass_state import PassState as _PassBase
+else:
+    _PassBase = object  # the pass's state is declared for the type checker only (pass_state.py)
 
 _SHAPE = attrgetter("gpus", "gpus_per_node", "gpu_type")
 _FITS_FREE, _FITS_RESERVED = 1, 2  # see Shortcuts._shape_fits
@@ -29,7 +35,7 @@ class _ShapeFits(dict):
         return fits
 
 
-class Shortcuts:
+class Shortcuts(_PassBase):
     """The could-anything-start checks of ``planner._Pass``; they read the pass's state."""
 
     def _nothing_to_try(self, queue) -> bool:
@@ -92,7 +98,7 @@ class Shortcuts:
         waiting = queue.funded_allocations()
         if not waiting:
             return True
-        open_groups = self._preemptible()
+        open_groups = cast("list[tuple[str, bool]]", self._preemptible())  # fair share: the groups
         if any(not funded for _, funded in open_groups):
             return not waiting
         return not any(
@@ -107,6 +113,7 @@ class Shortcuts:
         known = self.preemptible
         if known is not None and known[0] == self.relief:
             return known[1]
+        found: list[tuple[str, bool]] | int | None
         if self.fairshare:
             found = [key for key, running in self.candidates.items() if any(map(self._unprotected, running))]
         else:

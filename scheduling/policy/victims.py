@@ -13,11 +13,14 @@ from scheduling.policy.rules import is_protected, work_lost
 from scheduling.policy.types import PendingWorkload, RunningWorkload
 
 if TYPE_CHECKING:
+    from scheduling.policy.pass_state import PassState as _PassBase
     from scheduling.policy.placement import FreeIndex
     from scheduling.policy.preemption import VictimPool
+else:
+    _PassBase = object  # the pass's state is declared for the type checker only (pass_state.py)
 
 
-class Victims:
+class Victims(_PassBase):
     """The victim-choosing half of preemption; it reads the pass's candidates and standing."""
 
     def _victim_order(self, workload: PendingWorkload, include_protected: bool) -> _Order:
@@ -95,7 +98,7 @@ class Victims:
                 if shielding and funded:
                     running = self._unshielded(allocation, running)
                 groups.append(
-                    (allocation, funded, running if verdict is True else list(filter(verdict, running)))
+                    (allocation, funded, running if verdict is True else list(filter(verdict, running)))  # type: ignore[arg-type]  # a verdict not True is a per-victim test
                 )
         return groups
 

@@ -155,7 +155,7 @@ class Walk:
             return True
         key = planning.blocked[-1][1]
         if key[0] != "reserved_self":
-            self.failed[found] = key
+            self.failed[found] = key  # type: ignore[assignment]  # _consider just added (workload, its key)
         return False
 
 
