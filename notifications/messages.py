@@ -14,6 +14,8 @@ from django.urls import reverse
 
 from budgets.models import BudgetNode
 from notifications.models import Event, EventKind
+from portal.links import absolute_url
+from scheduling.backend_notes import workload_url
 from scheduling.models import Cluster, Run, Workload
 
 
@@ -22,10 +24,6 @@ class Message:
     subject: str
     body: str
     url: str = ""
-
-
-def absolute(path: str) -> str:
-    return settings.PORTAL_URL.rstrip("/") + path
 
 
 def _workload_label(workload: Workload) -> str:
@@ -56,7 +54,7 @@ def _node(event: Event) -> BudgetNode:
 
 
 def _workload_url(event: Event) -> str:
-    return absolute(reverse("scheduling:workload", args=[event.workload_id]))
+    return workload_url(_workload(event).pk)
 
 
 def _started(event: Event) -> Message:
@@ -123,7 +121,7 @@ def _start_refused(event: Event) -> Message:
 def _under_owed(event: Event) -> Message:
     p = event.params
     cluster, node = _cluster(event), _node(event)
-    url = absolute(reverse("budgets:delivery", args=[cluster.slug, event.node_id]))
+    url = absolute_url(reverse("budgets:delivery", args=[cluster.slug, event.node_id]))
     return Message(f"{node.path} got {p['ratio'] * 100:.0f}% of what it was owed on {cluster.name}",
                    f"Over the last day, {node.path} on {cluster.name} was delivered "
                    f"{p['delivered_gpu_h']:.0f} of the {p['owed_gpu_h']:.0f} GPU-hours it was owed "
@@ -137,7 +135,7 @@ def _digest(event: Event) -> Message:
         for row in event.params.get("rows", [])
     ]
     body = "Delivered / owed over the last 7 days:\n" + ("\n".join(lines) or "- nothing was owed")
-    return Message("Your weekly delivery digest", body, absolute(reverse("notifications:list")))
+    return Message("Your weekly delivery digest", body, absolute_url(reverse("notifications:list")))
 
 
 def _availability(event: Event) -> Message:
@@ -146,7 +144,7 @@ def _availability(event: Event) -> Message:
     return Message(f"Availability of {cluster.name} is {p['availability'] * 100:.0f}%",
                    f"{p['healthy']} of {p['installed']} GPUs on {cluster.name} are healthy "
                    f"({p['availability'] * 100:.1f}%, below {p['threshold_pct']}%).",
-                   absolute(reverse("home")))  # fmt: skip
+                   absolute_url(reverse("home")))  # fmt: skip
 
 
 def _backend(event: Event) -> Message:
@@ -154,7 +152,7 @@ def _backend(event: Event) -> Message:
     cluster = _cluster(event)
     return Message(f"The {cluster.name} backend has been unavailable for {p['minutes']} min",
                    f"Since {p['since']}, every pass of {cluster.name} found its backend unavailable: "
-                   f"{p.get('error', '')}. Nothing starts or stops until it answers.", absolute(reverse("home")))  # fmt: skip
+                   f"{p.get('error', '')}. Nothing starts or stops until it answers.", absolute_url(reverse("home")))  # fmt: skip
 
 
 def _passes(event: Event) -> Message:
@@ -162,7 +160,7 @@ def _passes(event: Event) -> Message:
     cluster = _cluster(event)
     return Message(f"Scheduling passes of {cluster.name} are failing",
                    f"The last {p['count']} passes of {cluster.name} failed; the latest: {p.get('error', '')}",
-                   absolute(reverse("home")))  # fmt: skip
+                   absolute_url(reverse("home")))  # fmt: skip
 
 
 WRITERS: dict[str, Callable[[Event], Message]] = {

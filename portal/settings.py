@@ -30,8 +30,9 @@ if not SECRET_KEY:
         "SECRET_KEY is not set (required unless DEBUG=true); set it to a long random string"
     )
 
-# The portal's address as users reach it; links written into backend jobs (AdminComment, Events).
-PORTAL_URL = env_str("PORTAL_URL", "http://localhost:8000")
+# The portal's address as users reach it: links in notifications and in backend jobs (AdminComment,
+# Events), made by portal.links.absolute_url.
+PORTAL_URL = env_str("PORTAL_URL", "http://127.0.0.1:8000")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -238,7 +239,6 @@ NOTIFY_FAILED_PASSES = env_int("NOTIFY_FAILED_PASSES", 3, minimum=1)
 NOTIFY_WEBHOOK_TIMEOUT_S = env_int("NOTIFY_WEBHOOK_TIMEOUT_S", 5, minimum=1)
 NOTIFY_WEBHOOK_RETRIES = env_int("NOTIFY_WEBHOOK_RETRIES", 5, minimum=0)
 NOTIFY_WEBHOOK_BACKOFF_S = env_int("NOTIFY_WEBHOOK_BACKOFF_S", 30, minimum=0)
-PORTAL_URL = env_str("PORTAL_URL", "http://127.0.0.1:8000")
 EMAIL_BACKEND = env_str(
     "EMAIL_BACKEND",
     "django.core.mail.backends.console.EmailBackend"

@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from django.conf import settings
 from django.urls import reverse
 
+from portal.links import absolute_url
 from scheduling.backends.base import Backend
 from scheduling.models import Cluster, PendingReason, WorkloadState
 
@@ -25,8 +25,7 @@ NOTES_PER_PASS = 500  # the longest waiting first; the rest follow in later pass
 
 def workload_url(workload_id: int) -> str:
     """The workload's page in the portal, absolute (settings.PORTAL_URL)."""
-    path = reverse("scheduling:workload", kwargs={"workload_id": workload_id})
-    return f"{settings.PORTAL_URL.rstrip('/')}{path}"
+    return absolute_url(reverse("scheduling:workload", kwargs={"workload_id": workload_id}))
 
 
 def pending_note(*, code: str, message: str, position: int | None, estimated_start: datetime | None,
