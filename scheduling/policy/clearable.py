@@ -1,5 +1,5 @@
 """How many nodes a preemption could clear, per GPU type and size: the cheap bound that rejects
-most hopeless preemption attempts for gangs (``Preempting._surely_hopeless``).
+most hopeless preemption attempts for gangs (``Preemptor._surely_hopeless``).
 
 ``ClearableNodes`` belongs to one pass and counts per index (the unreserved one and the reserved
 one); the first count on the unreserved index starts from what the last pass counted (kept in

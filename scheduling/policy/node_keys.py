@@ -34,7 +34,7 @@ class ReleaseKeys(dict[str, "tuple[float, float] | None"]):
 
 
 class KeptNeeds:
-    """What ``preempting.Preempting._node_needs`` worked out for a node from its occupants alone, as
+    """What ``preempting.Preemptor.needs_by_node`` worked out for a node from its occupants alone, as
     the base holds them: filled by the passes for nodes they did not change, emptied here for a
     node whenever its occupants change (shared by the passes, like the release keys).
 

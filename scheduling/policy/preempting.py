@@ -1,39 +1,69 @@
 """Phase 3 of a pass, preemption (DESIGN 5 step 5): who a funded workload that does not fit may
-preempt, in which order, and what happens to the victims. Mixed into the pass (planner.py)."""
+preempt, and what happens to the victims. In what order they go is victims.py's."""
 
 from __future__ import annotations
 
 from itertools import chain
+from typing import NamedTuple, cast
 
-from scheduling.policy.filing import drop_identical
+from scheduling.policy.capacity import Capacity
+from scheduling.policy.changes import Changes
 from scheduling.policy.node_keys import KeptNeeds
+from scheduling.policy.outcome_keys import Attempt
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preemption import VictimPool, choose_victims
-from scheduling.policy.replay import as_pending, single_type
 from scheduling.policy.rules import is_protected
-from scheduling.policy.types import PendingWorkload, Preemption, RunningWorkload
-from scheduling.policy.victims import Victims, _Order
+from scheduling.policy.standing import Standing
+from scheduling.policy.types import PendingWorkload, Placement, PolicyConfig, Preemption, RunningWorkload
+from scheduling.policy.victims import VictimOrders, _Order
 
 
-class Preempting(Victims):
-    """The preemption half of ``planner._Pass``; it reads and updates the pass's state."""
+class Preempted(NamedTuple):
+    """A preemption that frees a placement: the victims are evicted, the preemptor may start."""
+
+    placement: Placement
+    on: FreeIndex  # the index the placement is on
+    victims: list[RunningWorkload]
+
+
+class Preemptor:
+    """The pass's preemptions: attempts, evictions, and what an eviction changes."""
+
+    def __init__(
+        self, capacity: Capacity, standing: Standing, changes: Changes, now: float, config: PolicyConfig
+    ) -> None:
+        self.capacity, self.standing, self.changes = capacity, standing, changes
+        self.now, self.config = now, config
+        self.victims = VictimOrders(capacity, standing, changes, now, config)
+        self.preemptions: list[Preemption] = []
+        self.no_preempt: dict[tuple, Attempt] = {}  # attempts that found no victims, until relief
+        self.node_needs: dict[str, frozenset | None] | None = None  # see ``needs_by_node``
+        self.evicted_nodes: set[str] = set()  # see ``_kept_node_needs``
+        self.started_nodes: set[str] = set()  # ... and ``started``
+        self.preemptible: tuple | None = None  # (relief, what ``_preemptible`` found then)
 
     # -- preempt -------------------------------------------------------------------------------
-    def _may_preempt(self, workload: PendingWorkload) -> bool:
+    def may_preempt(self, workload: PendingWorkload) -> bool:
+        """Who may preempt: funded work under fair share, any work under priority (a strictly
+        higher class, see ``VictimOrders.allowed_allocations``), nobody under FIFO or with
+        preemption off."""
         if not self.config.preemption or self.config.ordering == "fifo":
             return False
-        return self.config.ordering == "priority" or self._funded(workload)
+        return self.config.ordering == "priority" or self.standing.funded(workload)
 
-    def _may_preempt_or_fifo(self, workload: PendingWorkload) -> bool:
-        return not self.fairshare or self._funded(workload)
-
-    def _preempt(self, workload: PendingWorkload, shape: Shape, backfill: bool) -> tuple[bool, tuple | None]:
-        """Preempt on unreserved nodes, or also on reserved ones for work that may backfill them."""
+    def preempt(self, workload: PendingWorkload, shape: Shape, backfill: bool) -> Preempted | Attempt:
+        """Evict the fewest victims that free a placement for ``workload`` on unreserved nodes, or
+        also on reserved ones for work that may backfill them (``Preempted``: it may start); else
+        the failed ``Attempt`` (whether protected work stands in the way is judged when explaining)."""
         memo_key = (shape, workload.allocation, workload.priority, backfill)
-        if memo_key in self.no_preempt:
-            return False, self.no_preempt[memo_key]
-        indexes = (self.index, self.reserved) if backfill and self.reserved.spec else (self.index,)
-        order = self._victim_order(workload, False)  # (when the original decided it: see there)
+        failed = self.no_preempt.get(memo_key)
+        if failed is not None:
+            return failed
+        capacity = self.capacity
+        indexes = (
+            (capacity.index, capacity.reserved) if backfill and capacity.reserved.spec else (capacity.index,)
+        )
+        order = self.victims.victim_order(workload, False)  # (when the original decided it: see there)
         for index in indexes:
             pool = order.pools.get(index)
             if pool is None:  # a pool already made rejects as cheaply as the bound
@@ -41,7 +71,7 @@ class Preempting(Victims):
                     shape, index
                 ):
                     continue
-                pool = self._victim_pool(workload, index, include_protected=False)
+                pool = self.victim_pool(workload, index, include_protected=False)
             elif pool.hopeless(shape, index):
                 continue
             choice = choose_victims(shape, index, pool)
@@ -49,36 +79,33 @@ class Preempting(Victims):
                 placement, victims = choice
                 for victim in victims:
                     self._evict(victim, workload)
-                self._start(workload, placement, index)
-                return True, None
-        # Whether protected work is what stands in the way is worked out once, when explaining.
-        blocked_by = ("check_protected", shape, workload.allocation, workload.user, workload.priority)
-        self.no_preempt[memo_key] = blocked_by
-        return False, blocked_by
+                return Preempted(placement, index, victims)
+        failed = self.no_preempt[memo_key] = Attempt(
+            shape, workload.allocation, workload.user, workload.priority
+        )
+        return failed
 
-    def _blocked_by_protection(
+    def blocked_by_protection(
         self, workload: PendingWorkload, shape: Shape, pool: VictimPool, index: FreeIndex
-    ) -> tuple | None:
-        """("protected", until) when protected work is all that stands in the way, else None."""
-        wider = self._victim_pool(workload, index, include_protected=True)
+    ) -> float | None:
+        """Until when protected work stands in the way, when it is all that does; else None."""
+        wider = self.victim_pool(workload, index, include_protected=True)
         if len(wider.ordered) == len(pool.ordered) or wider.hopeless(shape, index):
             return None
         found = choose_victims(shape, index, wider)
         if found is None or not found[1]:  # no victim needed: it fits on GPUs free by now
             return None
-        return ("protected", max(victim.protected_until for victim in found[1]))
+        return max(victim.protected_until for victim in found[1])
 
-    def _victim_pool(
-        self, workload: PendingWorkload, index: FreeIndex, include_protected: bool
-    ) -> VictimPool:
+    def victim_pool(self, workload: PendingWorkload, index: FreeIndex, include_protected: bool) -> VictimPool:
         """Who ``workload`` may preempt now on ``index``'s nodes, in preemption order, cached until
         anything changes."""
-        order = self._victim_order(workload, include_protected)
+        order = self.victims.victim_order(workload, include_protected)
         pool = order.pools.get(index)
         if pool is None:
             if order.victims is None:
-                order.victims = self._ordered_victims(order)
-            pool = order.pools[index] = VictimPool(order.victims, index, self.occupants)
+                order.victims = self.victims.ordered_victims(order)
+            pool = order.pools[index] = VictimPool(order.victims, index, self.capacity.occupants)
         return pool
 
     def _unordered_pool(self, order: _Order, index: FreeIndex) -> VictimPool:
@@ -89,15 +116,17 @@ class Preempting(Victims):
         out only for the few that then search for victims."""
         pool = order.unordered.get(index)
         if pool is None:
-            victims = list(chain.from_iterable(victims for _, _, victims in self._victim_groups(order)))
-            pool = order.unordered[index] = VictimPool(victims, index, self.occupants)
+            victims = list(
+                chain.from_iterable(victims for _, _, victims in self.victims.victim_groups(order))
+            )
+            pool = order.unordered[index] = VictimPool(victims, index, self.capacity.occupants)
         return pool
 
     def _surely_hopeless(self, order: _Order, shape: Shape, index: FreeIndex) -> bool:
         """A cheap and sound verdict for a multi-node gang (most failed attempts): even if every
         unprotected workload of every allocation it may preempt were a victim, too few whole nodes
         could be cleared, so ``VictimPool.hopeless`` would say so too. False: look closer."""
-        if not self.fairshare:
+        if not self.standing.fairshare:
             return False
         gpus, per_node, gpu_type = shape
         largest = index.largest(gpu_type)
@@ -106,46 +135,46 @@ class Preempting(Victims):
         if (per_node is None or per_node >= gpus) and largest >= gpus:
             return False  # one node: the pool decides
         counted = order.clearable  # an order lives one standing, so one relief: counts keep
-        for (kind, size), (whole, needs) in self.clearable.on(index, self.relief, self._node_needs).items():
+        for (kind, size), (whole, needs) in self.capacity.clearable.on(
+            index, self.changes.relief, self.needs_by_node
+        ).items():
             if gpu_type in (None, kind) and size and gpus % size == 0 and per_node in (None, size):
                 if whole * size >= gpus:
                     return False
                 count = counted.get((index, kind, size))
                 if count is None:
-                    count = counted[(index, kind, size)] = whole + self._reachable(order, needs)
+                    count = counted[(index, kind, size)] = whole + self.victims.reachable(order, needs)
                 if count * size >= gpus:
                     return False
         return True
 
-    def _node_needs(self) -> dict[str, frozenset | None]:
+    def needs_by_node(self) -> dict[str, frozenset | None]:
         """Occupied node -> the funded allocations whose work on it must all be preemptible to
         clear it (unfunded work always is), or None when it holds work that cannot be (protected,
         or started at ``now``). Made once per pass, then kept by ``_occupy_new`` and ``_evict``;
         read off the carried filing's ``KeptNeeds`` where it has them (``_kept_node_needs``)."""
         needs = self.node_needs
-        if needs is None and self.kept_needs is not None:
-            return self._kept_node_needs(self.kept_needs)
+        if needs is None and self.capacity.kept_needs is not None:
+            return self._kept_node_needs(self.capacity.kept_needs)
         if needs is None:
             needs = self.node_needs = {
-                name: self._node_need(here) for name, here in self.occupants.items() if here
+                name: self._node_need(here) for name, here in self.capacity.occupants.items() if here
             }
         return needs
 
     def _kept_node_needs(self, kept: KeptNeeds) -> dict[str, frozenset | None]:
-        """``_node_needs`` from what earlier passes kept for the nodes whose occupants have not
+        """``needs_by_node`` from what earlier passes kept for the nodes whose occupants have not
         changed since (the base empties a node's entries when they do): a settled need holds at
         any later ``now``, a node blocked by protection stays blocked while ``now`` is before the
         earliest protection there ends. Nodes this pass started or evicted work on are worked out
         from the pass's own lists and not kept; the other nodes worked out are kept for the next
         passes. Which nodes are read in which order is moot: the pass only looks needs up."""
-        now, shielding, occupants = self.now, self.config.contract, self.occupants
+        now, shielding, occupants = self.now, self.config.contract, self.capacity.occupants
         if kept.shielding != shielding:
             kept.settled.clear()
             kept.blocked.clear()
             kept.shielding = shielding
-        changed = set(self.evicted_nodes)
-        for start in self.starts:
-            changed.update(name for name, _ in start.placement)
+        changed = self.evicted_nodes | self.started_nodes
         settled, blocked = kept.settled, kept.blocked
         needs: dict[str, frozenset | None]
         until: float | None
@@ -197,57 +226,80 @@ class Preempting(Victims):
 
     def _node_need(self, here: list[RunningWorkload]) -> frozenset | None:
         """The funded allocations to preempt to clear a node holding ``here`` (None: it cannot
-        be cleared now: see ``_node_needs``)."""
+        be cleared now: see ``needs_by_node``)."""
         return self._node_need_until(here)[0]
 
+    def started(self, workload: RunningWorkload) -> None:
+        """``workload`` started now: never preempted in this pass, its nodes' needs say so."""
+        self.started_nodes.update(name for name, _ in workload.placement)
+        needs = self.node_needs
+        if needs is not None:
+            for name, _ in workload.placement:
+                needs[name] = None
+
     def _evict(self, victim: RunningWorkload, preemptor: PendingWorkload) -> None:
-        why = "unfunded work yields to funded work" if not victim.funded else "rebalancing toward fair share"
-        if not self.fairshare:
-            why = "a higher priority class needs the GPUs"
-        self.preemptions.append(Preemption(victim.id, victim.resumable, preemptor.id, why))
-        self.index.give(victim.placement)
-        self.reserved.give(victim.placement)
-        self.clearable.recount([name for name, _ in victim.placement])
+        """Preempt ``victim`` for ``preemptor``: its GPUs come free and its standing is taken back.
+        (A resumable victim goes back to pending: the pass requeues it, see ``Preempted``.)"""
+        self.preemptions.append(Preemption(victim.id, victim.resumable, preemptor.id, self._why(victim)))
+        self.capacity.vacate(victim)
         self.evicted_nodes.update(name for name, _ in victim.placement)
         needs = self.node_needs
-        for name, _ in victim.placement:
-            # a copy without it (the list may be the carried filing's own; equal is not enough)
-            here = self.occupants[name] = [
-                occupant for occupant in self.occupants[name] if occupant is not victim
-            ]
-            self.touched.add(name)
-            if needs is not None:
+        if needs is not None:
+            occupants = self.capacity.occupants
+            for name, _ in victim.placement:
+                here = occupants[name]
                 if here:
                     needs[name] = self._node_need(here)
                 else:
                     needs.pop(name, None)
-        drop_identical(self.candidates[(victim.allocation, victim.funded)], victim)
         if victim.funded:
-            self.unshielded.pop(victim.allocation, None)
-        for path in self.tree.ancestors.get(victim.allocation, ()):
-            if path in self.used:
-                self.used[path] -= victim.gpus
-        if self.charge_s:
-            owed = victim.gpus * max(0.0, self.charge_s - (self.now - victim.started_at))
-            self.tree.charge(victim.allocation, victim.user, -owed)
-        if victim.resumable:
-            self._requeue(victim)
-        self.no_fit.clear()
-        self.no_fit_reserved.clear()
-        self.generation += 1
-        self.relief += 1
+            self.victims.forget(victim.allocation)
+        self.standing.remove(victim, self.now)
+        self.changes.freed()
 
-    def _requeue(self, victim: RunningWorkload) -> None:
-        """A resumable victim is pending again at once, with its submit time, on the same GPU type:
-        it may restart elsewhere in this very pass (a move), so the next pass has nothing left to
-        cascade. If it does not restart it gets no reason here (it was not pending in the snapshot)."""
-        workload = as_pending(victim, single_type(victim, self.gpu_types))
-        self.requeued.add(workload.id)
-        self.requeued_work[workload.id] = workload
-        if self.fairshare and workload.allocation not in self.tree.funded:
-            self.queues[1].requeue(workload)
+    def _why(self, victim: RunningWorkload) -> str:
+        if not self.standing.fairshare:
+            return "a higher priority class needs the GPUs"
+        return "rebalancing toward fair share" if victim.funded else "unfunded work yields to funded work"
+
+    def none_may_preempt(self, queue) -> bool:  # noqa: ANN001 - a FairShareQueue or StaticQueue
+        """No allocation still queued in ``queue`` may preempt anyone (a sound shortcut: it says
+        so only when every attempt would find no victim allowed)."""
+        if not self.config.preemption or self.config.ordering == "fifo":
+            return True
+        if not self.standing.fairshare:
+            lowest = self._preemptible()
+            return lowest is None or all(w.priority <= lowest for w in queue.queued())
+        waiting = queue.funded_allocations()
+        if not waiting:
+            return True
+        open_groups = cast("list[tuple[str, bool]]", self._preemptible())  # fair share: the groups
+        if any(not funded for _, funded in open_groups):
+            return not waiting
+        ranks_at_or_below = self.standing.tree.ranks_at_or_below
+        return not any(
+            victim_allocation == allocation or ranks_at_or_below(victim_allocation, allocation)
+            for allocation in waiting
+            for victim_allocation, _ in open_groups
+        )
+
+    def _preemptible(self) -> list[tuple[str, bool]] | int | None:
+        """Fair share: the candidate groups (allocation, funded) with work past its protection;
+        else the lowest priority of any candidate (None: none). Kept until an eviction (relief)."""
+        known, relief = self.preemptible, self.changes.relief
+        if known is not None and known[0] == relief:
+            return known[1]
+        found: list[tuple[str, bool]] | int | None
+        candidates = self.capacity.candidates
+        if self.standing.fairshare:
+            found = [key for key, running in candidates.items() if any(map(self._unprotected, running))]
         else:
-            self.queues[0].requeue(workload)
+            found = min((v.priority for running in candidates.values() for v in running), default=None)
+        self.preemptible = (relief, found)
+        return found
+
+    def _unprotected(self, workload: RunningWorkload) -> bool:
+        return not is_protected(workload, self.now, self.config.contract)
 
 
 _FOREVER = float("inf")

@@ -57,7 +57,7 @@ def work_lost(workload: RunningWorkload, now: float) -> tuple[float, int]:
     """Victim order among the work of one allocation: least work lost first, then the id.
     The work a preemption throws away is 0 for resumable work (it resumes where it was) and
     ``gpus * (now - started_at)`` GPU-seconds for the rest. (Across allocations the victims go
-    unfunded first, then the most over-served allocation first: ``Preempting._tier``.)"""
+    unfunded first, then the most over-served allocation first: ``VictimOrders.tier``.)"""
     return (0.0 if workload.resumable else workload.gpus * (now - workload.started_at), workload.id)
 
 

@@ -2,28 +2,39 @@
 allocations it may take from (the no-flip-flop rank rule, ``rules.may_take_from``), its own
 allocation's users with at least its usage, unfunded work always; victims unfunded first, then
 the most over-served allocation first, then the least work lost (``rules.work_lost``).
-Mixed into the pass with preempting.py, whose attempts read these orders."""
+Owned by the pass's preemptor (preempting.py), whose attempts read these orders."""
 
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from scheduling.policy.capacity import Capacity
+from scheduling.policy.changes import Changes
 from scheduling.policy.rules import is_protected, work_lost
-from scheduling.policy.types import PendingWorkload, RunningWorkload
+from scheduling.policy.standing import Standing
+from scheduling.policy.types import PendingWorkload, PolicyConfig, RunningWorkload
 
 if TYPE_CHECKING:
-    from scheduling.policy.pass_state import PassState as _PassBase
     from scheduling.policy.placement import FreeIndex
     from scheduling.policy.preemption import VictimPool
-else:
-    _PassBase = object  # the pass's state is declared for the type checker only (pass_state.py)
 
 
-class Victims(_PassBase):
-    """The victim-choosing half of preemption; it reads the pass's candidates and standing."""
+class VictimOrders:
+    """Whose work each preemptor may take, per standing: it reads the capacity's candidates and
+    the standing, and keeps the orders (``pools``) while the generation holds."""
 
-    def _victim_order(self, workload: PendingWorkload, include_protected: bool) -> _Order:
+    def __init__(
+        self, capacity: Capacity, standing: Standing, changes: Changes, now: float, config: PolicyConfig
+    ) -> None:
+        self.capacity, self.standing, self.changes = capacity, standing, changes
+        self.now, self.config = now, config
+        # key -> (generation, _Order); under _TIERS: (generation, (ratios, sums))
+        self.pools: dict[tuple, tuple[int, Any]] = {}
+        self.unshielded: dict[str, list[RunningWorkload]] = {}  # see ``_unshielded``
+        self.ordered_keys: set[tuple[str, bool]] = set()  # candidates put in order (``in_order``)
+
+    def victim_order(self, workload: PendingWorkload, include_protected: bool) -> _Order:
         """Whose work ``workload`` may preempt in this standing, as the first workload of its key
         (allocation, its user when its own work is a candidate, priority, ``include_protected``)
         decides it: later ones of the key, whatever their GPUs, reuse the order until the
@@ -31,24 +42,24 @@ class Victims(_PassBase):
         read only in the generation it was made in, in which nothing it reads changes (the tree
         is charged only by a start or an eviction, each a new generation), so working it out
         later gives what working it out now would. Most attempts never need the whole of it."""
-        own = self.candidates.get((workload.allocation, True))
+        own = self.capacity.candidates.get((workload.allocation, True))
         key = (workload.allocation, workload.user if own else None, workload.priority, include_protected)
         cached = self.pools.get(key)
-        if cached is not None and cached[0] == self.generation:
+        if cached is not None and cached[0] == self.changes.generation:
             return cached[1]
-        order = _Order(workload, self.generation, include_protected)
-        self.pools[key] = (self.generation, order)
+        order = _Order(workload, self.changes.generation, include_protected)
+        self.pools[key] = (self.changes.generation, order)
         return order
 
-    def _allowed(self, order: _Order) -> dict:
+    def allowed(self, order: _Order) -> dict:
         """``order``'s ``_allowed_allocations``, worked out the first time it is asked for."""
         allowed = order.allowed
         if allowed is None:
-            assert order.generation == self.generation, "an order is read in its own standing only"
-            allowed = order.allowed = self._allowed_allocations(order)
+            assert order.generation == self.changes.generation, "an order is read in its own standing only"
+            allowed = order.allowed = self.allowed_allocations(order)
         return allowed
 
-    def _reachable(self, order: _Order, needs: dict[frozenset, int]) -> int:
+    def reachable(self, order: _Order, needs: dict[frozenset, int]) -> int:
         """How many of the nodes ``needs`` counts (funded allocations to preempt -> nodes) are
         nodes ``order`` may clear: those whose every allocation is a key of its ``allowed``. Each
         allocation is judged alone, once per order, as ``_allowed_allocations`` judges it (most
@@ -57,9 +68,9 @@ class Victims(_PassBase):
         if allowed is not None:
             keys = allowed.keys()
             return sum(nodes for allocations, nodes in needs.items() if allocations <= keys)
-        assert order.generation == self.generation, "an order is read in its own standing only"
-        known, candidates, preemptor = order.reach, self.candidates, order.workload.allocation
-        ranks_at_or_below, charged = self.tree.ranks_at_or_below, self._charged(order)
+        assert order.generation == self.changes.generation, "an order is read in its own standing only"
+        known, candidates, preemptor = order.reach, self.capacity.candidates, order.workload.allocation
+        ranks_at_or_below, charged = self.standing.tree.ranks_at_or_below, self.charged(order)
         count = 0
         for allocations, nodes in needs.items():
             if not nodes:  # (a carried count may keep an entry of no nodes: nothing to judge)
@@ -68,7 +79,7 @@ class Victims(_PassBase):
                 verdict = known.get(allocation)
                 if verdict is None:
                     if allocation == preemptor:
-                        verdict = bool(self._peers(order))
+                        verdict = bool(self.peers(order))
                     else:  # the test of ``_allowed_allocations``, for this key alone
                         verdict = (allocation, True) in candidates and ranks_at_or_below(
                             allocation, preemptor, charged
@@ -80,64 +91,64 @@ class Victims(_PassBase):
                 count += nodes
         return count
 
-    def _victim_groups(self, order: _Order) -> list[tuple[str, bool, list[RunningWorkload]]]:
+    def victim_groups(self, order: _Order) -> list[tuple[str, bool, list[RunningWorkload]]]:
         """(allocation, funded, its work ``order``'s workload may preempt) per candidate group
         with any, in the candidates' order; made once per order."""
         groups = order.groups
         if groups is not None:
             return groups
-        assert order.generation == self.generation, "an order is read in its own standing only"
-        allowed = self._allowed(order)
+        assert order.generation == self.changes.generation, "an order is read in its own standing only"
+        allowed = self.allowed(order)
         shielding = self.config.contract and not order.include_protected
         groups = order.groups = []
-        for key, running in self.candidates.items():
+        for key, running in self.capacity.candidates.items():
             allocation, funded = key
-            verdict = allowed.get(allocation) if funded or not self.fairshare else True
+            verdict = allowed.get(allocation) if funded or not self.standing.fairshare else True
             if running and verdict is not None:
-                running = self._in_order(key, running)  # before _unshielded keeps a copy of it
+                running = self.in_order(key, running)  # before _unshielded keeps a copy of it
                 if shielding and funded:
-                    running = self._unshielded(allocation, running)
+                    running = self.unshielded_of(allocation, running)
                 groups.append(
                     (allocation, funded, running if verdict is True else list(filter(verdict, running)))  # type: ignore[arg-type]  # a verdict not True is a per-victim test
                 )
         return groups
 
-    def _ordered_victims(self, order: _Order) -> list[RunningWorkload]:
+    def ordered_victims(self, order: _Order) -> list[RunningWorkload]:
         """Who may be preempted, in preemption order (see preemption.py), by the standing
         ``order`` was decided in."""
         # the tiers read the tree as it is: the standing ``order`` was decided in
-        assert order.generation == self.generation, "an order is read in its own standing only"
+        assert order.generation == self.changes.generation, "an order is read in its own standing only"
         # the global ratios (and sibling sums) read the standing alone: every order of it shares them
         tiers = self.pools.get(_TIERS)
-        if tiers is None or tiers[0] != self.generation:
-            tiers = self.pools[_TIERS] = (self.generation, ({}, {}))
+        if tiers is None or tiers[0] != self.changes.generation:
+            tiers = self.pools[_TIERS] = (self.changes.generation, ({}, {}))
         ratios, sums = tiers[1]
         groups = [
-            (self._tier(allocation, funded, ratios, sums), allocation, funded, victims)
-            for allocation, funded, victims in self._victim_groups(order)
+            (self.tier(allocation, funded, ratios, sums), allocation, funded, victims)
+            for allocation, funded, victims in self.victim_groups(order)
         ]
         groups.sort(key=lambda group: group[:3])
         ordered: list[RunningWorkload] = []
         for *_, victims in groups:
             ordered.extend(victims)
-        if not self.fairshare:
+        if not self.standing.fairshare:
             ordered.sort(key=lambda victim: (victim.priority, *work_lost(victim, self.now)))
         return ordered
 
-    def _in_order(self, key: tuple[str, bool], running: list[RunningWorkload]) -> list[RunningWorkload]:
+    def in_order(self, key: tuple[str, bool], running: list[RunningWorkload]) -> list[RunningWorkload]:
         """``running``, the candidates of ``key``, in preemption order: the carried filing hands
         the work that is not resumable (it follows the resumable work) out in start order, and it
         is sorted by work lost at ``now`` the first time a victim order reads it (``_victim_groups``,
         before ``_unshielded`` keeps a copy): few passes read any victims, and those read few
         keys'. The same stable sort as afresh."""
-        if not self.candidates_ordered and key not in self.ordered_keys:
+        if not self.capacity.candidates_ordered and key not in self.ordered_keys:
             self.ordered_keys.add(key)
             split = next((at for at, victim in enumerate(running) if not victim.resumable), len(running))
             if len(running) - split > 1:
                 running[split:] = sorted(running[split:], key=lambda victim: work_lost(victim, self.now))
         return running
 
-    def _unshielded(self, allocation: str, running: list[RunningWorkload]) -> list[RunningWorkload]:
+    def unshielded_of(self, allocation: str, running: list[RunningWorkload]) -> list[RunningWorkload]:
         """The funded ``running`` of ``allocation`` past their protection, in order; kept until one
         of them is evicted (the candidates change only then)."""
         kept = self.unshielded.get(allocation)
@@ -146,7 +157,11 @@ class Victims(_PassBase):
             kept = self.unshielded[allocation] = [v for v in running if not is_protected(v, now, True)]
         return kept
 
-    def _tier(
+    def forget(self, allocation: str) -> None:
+        """``allocation`` lost a victim: its unshielded work is listed again when next read."""
+        self.unshielded.pop(allocation, None)
+
+    def tier(
         self,
         allocation: str,
         funded: bool,
@@ -157,64 +172,68 @@ class Victims(_PassBase):
         """Unfunded first, then the most over-served allocation (largest global usage/budget ratio).
         ``ratios`` memoizes the global ratio per allocation and ``sums`` each sibling set's usage
         (see ``FairTree.level_ratio``) while the standing does not change; ``usage``: that standing."""
-        if not self.fairshare:
+        if not self.standing.fairshare:
             return ()
         if allocation not in ratios:
-            ratios[allocation] = self._global_ratio(allocation, sums, usage)
+            ratios[allocation] = self.global_ratio(allocation, sums, usage)
         return (funded, -ratios[allocation])
 
-    def _allowed_allocations(self, order: _Order) -> dict:
+    def allowed_allocations(self, order: _Order) -> dict:
         """allocation -> True (its funded work may be preempted) or a per-victim test; absent: no.
         Unfunded victims are always allowed for a funded preemptor (its caller checks that).
         Decided for ``order``'s workload (``_reachable`` judges single keys alike)."""
         workload = order.workload
-        if not self.fairshare:
+        if not self.standing.fairshare:
             test = lambda victim: victim.priority < workload.priority  # noqa: E731
-            return {allocation: test for allocation, _ in self.candidates}
+            return {allocation: test for allocation, _ in self.capacity.candidates}
         # As if charged: the comparisons read the charged values on the side; the tree itself is
         # not changed, so an attempt (even one a walk that records nothing skips) moves no standing.
-        preemptor, charged = workload.allocation, self._charged(order)
-        ranks_at_or_below = self.tree.ranks_at_or_below
+        preemptor, charged = workload.allocation, self.charged(order)
+        ranks_at_or_below = self.standing.tree.ranks_at_or_below
         allowed: dict = {
             allocation: True
-            for allocation, funded in self.candidates
+            for allocation, funded in self.capacity.candidates
             if funded and allocation != preemptor and ranks_at_or_below(allocation, preemptor, charged)
         }
-        peers = self._peers(order)
+        peers = self.peers(order)
         if peers:
             allowed[preemptor] = lambda victim: victim.user in peers
         return allowed
 
-    def _charged(self, order: _Order) -> dict[str, float]:
+    def charged(self, order: _Order) -> dict[str, float]:
         """The preemptor's chain as charging ``order``'s workload would leave it (made once)."""
         charged = order.charged
         if charged is None:
             workload = order.workload
-            charged = order.charged = self.tree.charged_usage(
-                workload.allocation, workload.gpus * self.charge_s
+            charged = order.charged = self.standing.tree.charged_usage(
+                workload.allocation, workload.gpus * self.standing.charge_s
             )
         return charged
 
-    def _peers(self, order: _Order) -> set[str]:
+    def peers(self, order: _Order) -> set[str]:
         """The other users of the preemptor's allocation whose work it may preempt: those with
         at least the usage its own user would have once charged (made once)."""
         peers = order.peers
         if peers is None:
             workload = order.workload
-            preemptor, user, charge = workload.allocation, workload.user, workload.gpus * self.charge_s
-            usage = self.tree.user_usage
+            preemptor, user, charge = (
+                workload.allocation,
+                workload.user,
+                workload.gpus * self.standing.charge_s,
+            )
+            usage = self.standing.tree.user_usage
             mine = usage.get((preemptor, user), 0.0) + charge
-            others = set(map(_USER, self.candidates.get((preemptor, True), ())))
+            others = set(map(_USER, self.capacity.candidates.get((preemptor, True), ())))
             others.discard(user)
             peers = order.peers = {other for other in others if usage.get((preemptor, other), 0.0) >= mine}
         return peers
 
-    def _global_ratio(
+    def global_ratio(
         self, allocation: str, sums: dict[str, float] | None = None, usage: dict[str, float] | None = None
     ) -> float:
         ratio = 1.0
-        for path in self.tree.ancestors.get(allocation, ()):
-            ratio *= self.tree.level_ratio(path, sums, usage)
+        for path in self.standing.tree.ancestors.get(allocation, ()):
+            ratio *= self.standing.tree.level_ratio(path, sums, usage)
         return ratio
 
 
@@ -246,7 +265,7 @@ class _Order:
         self.workload = workload
         self.generation = generation
         self.include_protected = include_protected
-        self.allowed: dict | None = None  # worked out when first needed (``Preempting._allowed``)
+        self.allowed: dict | None = None  # worked out when first needed (``VictimOrders.allowed``)
         self.charged: dict[str, float] | None = None
         self.peers: set[str] | None = None
         self.reach: dict[str, bool] = {}  # funded allocation -> a key of ``allowed``?

@@ -2,7 +2,7 @@
 
 A pass walks its order (``planner._Pass._admit``) once, then again while a walk changed anything.
 Each walk takes the head (allocation, user) queue's workloads in order and tries each one
-(``_Pass._consider``: place it, else preempt for it, else reserve for it, else record why it
+(``_Pass.consider``: place it, else preempt for it, else reserve for it, else record why it
 waits) until one starts, which moves the standing and so the head.
 
 A workload like one that already failed (the same ``Signature``) fails the same way until GPUs
@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from scheduling.policy.outcome_keys import OutcomeKey, ReservedSelf
 from scheduling.policy.queues import SUBMIT_ORDER
 from scheduling.policy.rules import INFINITE, cannot_delay
 from scheduling.policy.types import AllocationPath, PendingWorkload
@@ -58,19 +59,19 @@ class Walk:
 
     def __init__(self, planning: _Pass, queues: list, settles: bool) -> None:
         self.planning, self.queues, self.settles = planning, queues, settles
-        self.failed: dict[Signature, tuple] = {}  # -> outcome key, valid while ``relief`` holds
-        self.relief = planning.relief
-        self.reservation_start = planning._reservation_start()  # changes only with relief
+        self.failed: dict[Signature, OutcomeKey] = {}  # -> outcome key, valid while ``relief`` holds
+        self.relief = planning.changes.relief
+        self.reservation_start = planning.reserver.start_at()  # changes only with relief
         self.explained = planning.explain is not False
         self.unchanged = len(planning.starts)  # a preemption comes with a start
         self.waited = len(planning.blocked)
-        # Victims go back into the first walk's queues (``_requeue``): only it meets them again.
-        self.first, self.evicted = queues is planning.queues, len(planning.preemptions)
+        # Victims go back into the first walk's queues (``_Pass._requeue``): only it meets them again.
+        self.first, self.evicted = queues is planning.queues, len(planning.preemptor.preemptions)
         self.skip = FastSkip(self.failed, planning.now, self.reservation_start)
 
     def run(self) -> None:
         for queue in self.queues:
-            if not self._records() and self.planning._nothing_to_try(queue):
+            if not self._records() and self.planning.shortcuts.nothing_to_try(queue):
                 continue
             self._walk_queue(queue)
 
@@ -85,12 +86,12 @@ class Walk:
         while True:
             record = self._records()
             if not record and self.failed:
-                due = CHECK_AFTER_MISSES - misses if checked != planning.generation else INFINITE
+                due = CHECK_AFTER_MISSES - misses if checked != planning.changes.generation else INFINITE
                 skipped = queue.skip(self.skip.passed_over, due)  # whole user queues of hits
                 misses += skipped
-                if skipped and misses >= CHECK_AFTER_MISSES and checked != planning.generation:
-                    checked = planning.generation
-                    if planning._nothing_more_can_start(queue, thorough=True):
+                if skipped and misses >= CHECK_AFTER_MISSES and checked != planning.changes.generation:
+                    checked = planning.changes.generation
+                    if planning.shortcuts.nothing_more_can_start(queue, thorough=True):
                         return
             head = queue.head()
             if head is None:
@@ -102,11 +103,11 @@ class Walk:
                 misses = 0
                 continue
             misses += taken
-            if misses >= CHECK_AFTER_MISSES and checked != planning.generation:
-                checked = planning.generation
-                if planning._nothing_more_can_start(queue, thorough=not record):
+            if misses >= CHECK_AFTER_MISSES and checked != planning.changes.generation:
+                checked = planning.changes.generation
+                if planning.shortcuts.nothing_more_can_start(queue, thorough=not record):
                     if record:
-                        planning._leave_untried(queue)
+                        planning.leave_untried(queue)
                     return
 
     def _drain(self, items: deque[PendingWorkload], record: bool) -> tuple[int, bool]:
@@ -143,19 +144,19 @@ class Walk:
     def _try(self, workload: PendingWorkload, found: Signature) -> bool:
         """Try ``workload``; remember how it failed (for its signature) until relief."""
         planning = self.planning
-        started = planning._consider(workload)
-        if planning.relief != self.relief:
+        started = planning.consider(workload)
+        if planning.changes.relief != self.relief:
             self.failed.clear()
-            self.relief = planning.relief
-            self.reservation_start = self.skip.reservation_start = planning._reservation_start()
+            self.relief = planning.changes.relief
+            self.reservation_start = self.skip.reservation_start = planning.reserver.start_at()
         if started:
             planning.tail_repeats = len(planning.blocked) == self.waited and (
-                self.first or len(planning.preemptions) == self.evicted
+                self.first or len(planning.preemptor.preemptions) == self.evicted
             )
             return True
-        key = planning.blocked[-1][1]
-        if key[0] != "reserved_self":
-            self.failed[found] = key  # type: ignore[assignment]  # _consider just added (workload, its key)
+        key = planning.blocked[-1][1]  # ``consider`` just added (workload, its key)
+        if not isinstance(key, ReservedSelf):
+            self.failed[found] = key  # type: ignore[assignment]  # a workload's entry: never None
         return False
 
 
@@ -167,7 +168,7 @@ class FastSkip:
     that skips them ends exactly where the walk that takes them would; only the count of the
     workloads taken (for the check after ``CHECK_AFTER_MISSES`` misses) is kept."""
 
-    def __init__(self, failed: dict[Signature, tuple], now: float, reservation_start: float) -> None:
+    def __init__(self, failed: dict[Signature, OutcomeKey], now: float, reservation_start: float) -> None:
         self.failed, self.now = failed, now  # the walk's own ``failed``: cleared, never replaced
         self.reservation_start = reservation_start  # kept in step by the walk
 

@@ -15,11 +15,11 @@ from scheduling.policy.planner import _Pass
 
 def counted_as_changed(planning: _Pass, index) -> dict:  # noqa: ANN001 - a FreeIndex
     """The incremental branch of ``ClearableNodes.on``, from an empty state with every node changed."""
-    state = planning.clearable.states[index] = _Clearable()
-    state.relief = planning.relief - 1  # stale: ``ClearableNodes.on`` counts what changed
+    state = planning.capacity.clearable.states[index] = _Clearable()
+    state.relief = planning.changes.relief - 1  # stale: ``ClearableNodes.on`` counts what changed
     state.filed = len(index.filings)
     state.changed = set(index.free)
-    return planning.clearable.on(index, planning.relief, planning._node_needs)
+    return planning.capacity.clearable.on(index, planning.changes.relief, planning.preemptor.needs_by_node)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5], ids=lambda seed: f"seed-{seed}")
@@ -30,10 +30,12 @@ def test_the_first_count_equals_counting_every_node_as_changed(seed: int, busy: 
     planning._rank()
     planning._index()
 
-    first = planning.clearable.on(planning.index, planning.relief, planning._node_needs)
+    first = planning.capacity.clearable.on(
+        planning.capacity.index, planning.changes.relief, planning.preemptor.needs_by_node
+    )
     assert first, "the cluster has nodes to count"
 
-    assert counted_as_changed(planning, planning.index) == first
+    assert counted_as_changed(planning, planning.capacity.index) == first
 
 
 def _without_empty(found: dict) -> dict:
@@ -56,8 +58,10 @@ def test_a_count_carried_from_an_earlier_pass_equals_counting_afresh(seed: int) 
         planning = _Pass(snapshot, now, PolicyConfig(), None, False, session)
         planning._rank()
         planning._index()
-        found = planning.clearable.on(planning.index, planning.relief, planning._node_needs)
-        return found, planning.clearable.states[planning.index].contributions
+        found = planning.capacity.clearable.on(
+            planning.capacity.index, planning.changes.relief, planning.preemptor.needs_by_node
+        )
+        return found, planning.capacity.clearable.states[planning.capacity.index].contributions
 
     session = PlanningSession()
     first_count(earlier, NOW, session)

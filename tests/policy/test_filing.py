@@ -73,16 +73,17 @@ def filed(state, now, config, session: PlanningSession | None = None) -> tuple:
     one = _Pass(state, now, config, None, False, session)
     one._rank()
     one._index()
-    for key, listed in one.candidates.items():
-        one._in_order(key, listed)
+    capacity = one.capacity
+    for key, listed in capacity.candidates.items():
+        one.preemptor.victims.in_order(key, listed)
     return (
-        sorted(one.occupants.items()),
-        sorted(one.candidates.items()),
-        one.used,
-        one.index.free,
-        one.index.buckets,
-        sorted((key, names) for key, names in one.index.whole.items() if names),
-        one.start_index.free,
+        sorted(capacity.occupants.items()),
+        sorted(capacity.candidates.items()),
+        one.standing.used,
+        capacity.index.free,
+        capacity.index.buckets,
+        sorted((key, names) for key, names in capacity.index.whole.items() if names),
+        capacity.start_index.free,
     )
 
 

@@ -1,4 +1,4 @@
-"""Node needs read off what earlier passes kept (``Preempting._kept_node_needs``) are, pass after
+"""Node needs read off what earlier passes kept (``Preemptor._kept_node_needs``) are, pass after
 pass, what working every occupied node out afresh gives: through starts and evictions in the pass,
 work that ended or started between passes, protection that ran out, and configs that shield or
 not (simulated days under fair share, whose passes carry their filing)."""
@@ -14,7 +14,7 @@ import pytest
 
 from scheduling.policy import PlanningSession, PolicyConfig, plan
 from scheduling.policy.node_keys import KeptNeeds
-from scheduling.policy.preempting import Preempting
+from scheduling.policy.preempting import Preemptor
 from scheduling.simulator import policy_config, run_simulation
 from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario
 from tests.policy.builders import NOW, nodes, pending, running, snapshot, tree
@@ -24,20 +24,20 @@ from tests.policy.builders import NOW, nodes, pending, running, snapshot, tree
 def needs_checked() -> Iterator[list[tuple[int, int]]]:
     """Every kept read checked against the afresh one; yields (nodes kept, nodes read) per read."""
     seen: list[tuple[int, int]] = []
-    original = Preempting._kept_node_needs
+    original = Preemptor._kept_node_needs
 
-    def checked(self: Preempting, kept: KeptNeeds) -> dict:
+    def checked(self: Preemptor, kept: KeptNeeds) -> dict:
         before = len(kept.settled) + len(kept.blocked)
         needs = original(self, kept)
-        self.node_needs, self.kept_needs = None, None
+        self.node_needs, self.capacity.kept_needs = None, None
         try:
-            assert needs == self._node_needs()
+            assert needs == self.needs_by_node()
         finally:
-            self.node_needs, self.kept_needs = needs, kept
+            self.node_needs, self.capacity.kept_needs = needs, kept
         seen.append((before, len(needs)))
         return needs
 
-    with patch.object(Preempting, "_kept_node_needs", checked):
+    with patch.object(Preemptor, "_kept_node_needs", checked):
         yield seen
 
 

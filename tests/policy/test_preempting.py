@@ -14,7 +14,7 @@ from hypothesis import given
 
 from scheduling.policy import PolicyConfig, plan
 from scheduling.policy.planner import _Pass
-from scheduling.policy.preempting import Preempting, _Order
+from scheduling.policy.victims import VictimOrders, _Order
 from scheduling.simulator import run_simulation
 from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario
 from tests.policy.builders import NOW, nodes, pending, running, snapshot, tree
@@ -23,19 +23,19 @@ from tests.policy.test_properties import SETTINGS, snapshots
 
 @contextmanager
 def bounds_checked() -> Iterator[list[int]]:
-    """Every ``_reachable`` count checked against ``_allowed_allocations`` of a fresh order for
+    """Every ``reachable`` count checked against ``allowed_allocations`` of a fresh order for
     the same workload, in the pass as it is at that moment; yields the counts seen."""
     seen: list[int] = []
-    original = Preempting._reachable
+    original = VictimOrders.reachable
 
-    def checked(self: Preempting, order: _Order, needs: dict) -> int:
+    def checked(self: VictimOrders, order: _Order, needs: dict) -> int:
         counted = original(self, order, needs)
-        keys = self._allowed_allocations(_Order(order.workload, self.generation)).keys()
+        keys = self.allowed_allocations(_Order(order.workload, self.changes.generation)).keys()
         assert counted == sum(nodes for allocations, nodes in needs.items() if allocations <= keys)
         seen.append(counted)
         return counted
 
-    with patch.object(Preempting, "_reachable", checked):
+    with patch.object(VictimOrders, "reachable", checked):
         yield seen
 
 
@@ -84,9 +84,10 @@ def test_an_order_is_not_read_once_the_standing_it_was_made_in_changed():
     walk = _Pass(state, NOW, PolicyConfig(), None, explain=False)
     walk._rank()
     walk._index()
-    order = walk._victim_order(state.pending[0], False)
-    assert walk._victim_order(state.pending[1], False) is order  # its key's first workload decides
-    walk.generation += 1
-    assert walk._victim_order(state.pending[0], False) is not order
+    victims = walk.preemptor.victims
+    order = victims.victim_order(state.pending[0], False)
+    assert victims.victim_order(state.pending[1], False) is order  # its key's first workload decides
+    walk.changes.took()
+    assert victims.victim_order(state.pending[0], False) is not order
     with pytest.raises(AssertionError):
-        walk._allowed(order)
+        victims.allowed(order)
