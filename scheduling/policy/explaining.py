@@ -20,7 +20,6 @@ from scheduling.policy.outcome_keys import (
     OverLimit,
     PlainKey,
     Protected,
-    ReservedSelf,
     Unfunded,
 )
 from scheduling.policy.placement import Shape
@@ -50,7 +49,7 @@ class Explainer:
         self.capacity, self.standing, self.reserver, self.preemptor = capacity, standing, reserver, preemptor
         self.now, self.config = now, config
         self.outcomes: dict[OutcomeKey | tuple, reasons.Outcome] = {}  # keys, and ("queued", ...)
-        self.by_shape: dict[tuple[str, Shape], reasons.Outcome] = {}  # (kind, shape) -> outcome
+        self.by_shape: dict[tuple[bool, Shape], reasons.Outcome] = {}  # (reserved, shape) ->
         self.protected: dict[tuple[Attempt, bool], float | None] = {}  # see ``protected_until``
         self.first_seen: dict[str, int] = {}
         self.resolved: dict[OutcomeKey, reasons.Outcome] = {}  # key -> its outcome, once resolved
@@ -73,7 +72,7 @@ class Explainer:
     def _plain_blocked_key(self, workload: PendingWorkload, shape: Shape, backfill: bool) -> PlainKey:
         reserver = self.reserver
         if workload is reserver.workload:
-            return ReservedSelf(shape, workload.allocation)
+            return NoCapacity(shape, workload.allocation, reserved=True)
         if reserver.reservation is not None and not backfill and shape not in self.capacity.no_fit_reserved:
             return HeldFor(reserver.reservation.workload_id)
         if self.standing.fairshare and not self.standing.funded(workload):
@@ -249,7 +248,7 @@ class Explainer:
             if self.protected_until(key.attempt, key.may_use_reserved) is not None:
                 return None
             key = key.fallback
-        if isinstance(key, NoCapacity | ReservedSelf) and self.capacity.fit_at_start(key.shape):
+        if isinstance(key, NoCapacity) and self.capacity.fit_at_start(key.shape):
             return key.allocation
         return None
 
@@ -281,14 +280,14 @@ class Explainer:
         if isinstance(key, CheckProtected):
             until = self.protected_until(key.attempt, key.may_use_reserved)
             return self._resolve(key.fallback if until is None else Protected(until), position)
-        if isinstance(key, NoCapacity | ReservedSelf):
+        if isinstance(key, NoCapacity):
             return self._capacity_outcome(key, position)
         outcome = self.outcomes.get(key)
         if outcome is None:
             outcome = self.outcomes[key] = self._outcome(key)
         return outcome
 
-    def _capacity_outcome(self, key: NoCapacity | ReservedSelf, position: int) -> reasons.Outcome:
+    def _capacity_outcome(self, key: NoCapacity, position: int) -> reasons.Outcome:
         """It could have run on what was free when the pass began: work ranked ahead took it."""
         shape, allocation = key.shape, key.allocation
         if self.capacity.fit_at_start(shape):
@@ -303,9 +302,9 @@ class Explainer:
                     outcome = reasons.queued_in_order(ahead, self.config.ordering)
                 self.outcomes[group] = outcome
             return outcome
-        outcome = self.by_shape.get((key.kind, shape))
+        outcome = self.by_shape.get((key.reserved, shape))
         if outcome is None:
-            outcome = self.by_shape[(key.kind, shape)] = self._shape_outcome(key)
+            outcome = self.by_shape[(key.reserved, shape)] = self._shape_outcome(key)
         return outcome
 
     def protected_until(self, attempt: Attempt, may_use_reserved: bool) -> float | None:
@@ -344,13 +343,13 @@ class Explainer:
         assert isinstance(key, Unfunded), key
         return reasons.unfunded(key.allocation)
 
-    def _shape_outcome(self, key: NoCapacity | ReservedSelf) -> reasons.Outcome:
+    def _shape_outcome(self, key: NoCapacity) -> reasons.Outcome:
         """Waiting for GPUs of ``key``'s shape: enough are free but scattered (fragmented), or
         not enough are, with the estimate of when they will be."""
         shape, capacity = key.shape, self.capacity
         estimate = self.reserver.estimate(shape)[0]
         reservation = self.reserver.reservation
-        if isinstance(key, ReservedSelf) and reservation is not None:
+        if key.reserved and reservation is not None:
             estimate = reservation.start_at or INFINITE
         if estimate <= self.now:  # free "now" only by preempting what it may not preempt: unknown
             estimate = INFINITE

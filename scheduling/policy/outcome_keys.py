@@ -1,5 +1,5 @@
 """Why a workload waits, as the admit phase records it (``planner._Pass.consider``) and the
-explain phase resolves it into a reason (explaining.py, reasons.py): one named type per case.
+explain phase resolves it into a reason (explaining.py, reasons.py): one named type per cause.
 
 Workloads that wait for the same cause get equal keys (interned by the pass), so each cause is
 resolved once. Every key ends in its ``kind``, which keeps keys of different types unequal even
@@ -20,11 +20,31 @@ class NoMatchingNodes(NamedTuple):
     kind: str = "none"
 
 
+class NoCapacity(NamedTuple):
+    """Not enough free GPUs of its shape, or work ranked ahead took them; ``reserved``: it holds
+    the reservation, so it starts when the reserved nodes free up."""
+
+    shape: Shape
+    allocation: AllocationPath
+    reserved: bool = False
+    kind: str = "capacity"
+
+
 class OverLimit(NamedTuple):
     """Starting it would pass the concurrency limit of ``path``."""
 
     path: AllocationPath
     kind: str = "limit"
+
+
+class Attempt(NamedTuple):
+    """A preemption attempt that found no victims, as far as its outcome goes: the
+    preemptor's shape, allocation, user and priority."""
+
+    shape: Shape
+    allocation: AllocationPath
+    user: str
+    priority: int
 
 
 class HeldFor(NamedTuple):
@@ -41,29 +61,7 @@ class Unfunded(NamedTuple):
     kind: str = "unfunded"
 
 
-class NoCapacity(NamedTuple):
-    """Not enough free GPUs of its shape (or work ranked ahead took them)."""
-
-    shape: Shape
-    allocation: AllocationPath
-    kind: str = "capacity"
-
-
-class ReservedSelf(NamedTuple):
-    """It holds the reservation: it starts when the reserved nodes free up."""
-
-    shape: Shape
-    allocation: AllocationPath
-    kind: str = "reserved_self"
-
-
-class Attempt(NamedTuple):
-    """A preemption attempt that found no victims, as far as its outcome goes."""
-
-    shape: Shape
-    allocation: AllocationPath
-    user: str
-    priority: int
+PlainKey = Union[NoMatchingNodes, OverLimit, HeldFor, Unfunded, NoCapacity]  # noqa: UP007 - a runtime alias
 
 
 class CheckProtected(NamedTuple):
@@ -83,5 +81,4 @@ class Protected(NamedTuple):
     kind: str = "protected"
 
 
-PlainKey = Union[NoMatchingNodes, OverLimit, HeldFor, Unfunded, NoCapacity, ReservedSelf]  # noqa: UP007 - a runtime alias
 OutcomeKey = Union[PlainKey, CheckProtected, Protected]  # noqa: UP007 - a runtime alias

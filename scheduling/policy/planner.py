@@ -52,6 +52,7 @@ from scheduling.policy.types import (
     Snapshot,
     Start,
 )
+from scheduling.policy.victims import VictimOrders
 from scheduling.policy.walk import Walk, still_pending
 
 _SUBMIT_ORDER = attrgetter("submitted_at", "id")
@@ -219,7 +220,7 @@ class _Pass:
         standing.used = filed[2]
         self.capacity = Capacity(snapshot, now, session, filed, sizes, gpu_types)
         self.reserver = Reserver(self.capacity, standing, changes, now, config)
-        self.preemptor = Preemptor(self.capacity, standing, changes, now, config)
+        self.preemptor = Preemptor(VictimOrders(self.capacity, standing, changes, now, config))
         self.explainer = Explainer(self.capacity, standing, self.reserver, self.preemptor, now, config)
         self.shortcuts = Shortcuts(self.capacity, self.reserver, self.preemptor)
 

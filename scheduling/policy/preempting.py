@@ -6,15 +6,12 @@ from __future__ import annotations
 from itertools import chain
 from typing import NamedTuple, cast
 
-from scheduling.policy.capacity import Capacity
-from scheduling.policy.changes import Changes
 from scheduling.policy.node_keys import KeptNeeds
 from scheduling.policy.outcome_keys import Attempt
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preemption import VictimPool, choose_victims
 from scheduling.policy.rules import is_protected
-from scheduling.policy.standing import Standing
-from scheduling.policy.types import PendingWorkload, Placement, PolicyConfig, Preemption, RunningWorkload
+from scheduling.policy.types import PendingWorkload, Placement, Preemption, RunningWorkload
 from scheduling.policy.victims import VictimOrders, _Order
 
 
@@ -29,12 +26,10 @@ class Preempted(NamedTuple):
 class Preemptor:
     """The pass's preemptions: attempts, evictions, and what an eviction changes."""
 
-    def __init__(
-        self, capacity: Capacity, standing: Standing, changes: Changes, now: float, config: PolicyConfig
-    ) -> None:
-        self.capacity, self.standing, self.changes = capacity, standing, changes
-        self.now, self.config = now, config
-        self.victims = VictimOrders(capacity, standing, changes, now, config)
+    def __init__(self, victims: VictimOrders) -> None:
+        self.victims = victims  # whose work each preemptor may take: its parts are this one's
+        self.capacity, self.standing, self.changes = victims.capacity, victims.standing, victims.changes
+        self.now, self.config = victims.now, victims.config
         self.preemptions: list[Preemption] = []
         self.no_preempt: dict[tuple, Attempt] = {}  # attempts that found no victims, until relief
         self.node_needs: dict[str, frozenset | None] | None = None  # see ``needs_by_node``

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from scheduling.policy.outcome_keys import OutcomeKey, ReservedSelf
+from scheduling.policy.outcome_keys import NoCapacity, OutcomeKey
 from scheduling.policy.queues import SUBMIT_ORDER
 from scheduling.policy.rules import INFINITE, cannot_delay
 from scheduling.policy.types import AllocationPath, PendingWorkload
@@ -155,7 +155,7 @@ class Walk:
             )
             return True
         key = planning.blocked[-1][1]  # ``consider`` just added (workload, its key)
-        if not isinstance(key, ReservedSelf):
+        if not (isinstance(key, NoCapacity) and key.reserved):  # the reserved one is like no other
             self.failed[found] = key  # type: ignore[assignment]  # a workload's entry: never None
         return False
 
