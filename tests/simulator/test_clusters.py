@@ -7,9 +7,11 @@ import json
 import os
 import subprocess
 import sys
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 
 from scheduling.policy import Plan, plan
 from scheduling.simulator import run_simulation
@@ -233,3 +235,25 @@ def test_python_m_scheduling_simulator_reports_a_bad_trace_and_fails(tmp_path):
 
     assert done.returncode == 1
     assert f"error: 1 bad row(s) in {trace}:\n  {trace}:2: gpus must be a number, got 'lots'" in done.stderr
+
+
+def test_manage_py_simulate_takes_the_same_cluster_file_and_warns_on_its_stderr(tmp_path):
+    trace = _write(
+        tmp_path, "t.csv", "submit_time,allocation,user,gpus,duration_s\n0,a,u,12,60\n5,a,u,0.5,60\n"
+    )
+    cluster = _write(tmp_path, "c.json", '{"nodes": 2, "gpus_per_node": 8}')
+    out, err = StringIO(), StringIO()
+
+    call_command(
+        "simulate", "--trace", str(trace), "--cluster-file", str(cluster), "--json", "-", "--no-progress",
+        stdout=out, stderr=err,
+    )  # fmt: skip
+
+    summary = json.loads(out.getvalue())
+    assert (summary["nodes"], summary["gpus"]) == (2, 16)
+    assert summary["trace_adjustments"]["rounded_up_wide"] == 1
+    assert summary["trace_adjustments"]["rounded_up_fractional"] == 1
+    assert (
+        f"warning: {trace}: 1 wide job(s) not filling whole nodes rounded up to whole nodes, first at line 2"
+        in (err.getvalue())
+    )
