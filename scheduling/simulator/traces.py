@@ -162,11 +162,12 @@ def read_trace(path: str | Path, fmt: TraceFormat | None = None, *, skip_bad_row
                 rows.append((reader.line_num, parsed))
     if errors and not skip_bad_rows:
         raise TraceError(source, errors)
+    warnings = adjustment_warnings(source, counts, first_line)
     if not rows:
-        raise TraceError(source, [f"{source}: no usable rows"])
+        raise TraceError(source, [f"{source}: no usable rows", *warnings])
     trace = _numbered(rows, errors)
     trace.adjustments = counts
-    trace.warnings = adjustment_warnings(source, counts, first_line)
+    trace.warnings = warnings
     return trace
 
 

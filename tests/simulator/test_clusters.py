@@ -257,3 +257,15 @@ def test_manage_py_simulate_takes_the_same_cluster_file_and_warns_on_its_stderr(
         f"warning: {trace}: 1 wide job(s) not filling whole nodes rounded up to whole nodes, first at line 2"
         in (err.getvalue())
     )
+
+
+def test_a_trace_with_no_job_left_says_why(tmp_path):
+    path = _write(tmp_path, "t.csv", "submit_time,allocation,user,gpus,duration_s\n0,a,u,0,60\n")
+
+    with pytest.raises(TraceError) as caught:
+        read_trace(path)
+
+    assert caught.value.errors == [
+        f"{path}: no usable rows",
+        f"warning: {path}: 1 job(s) without GPUs (gpus 0) skipped, first at line 2",
+    ]
