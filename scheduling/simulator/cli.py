@@ -1,7 +1,8 @@
-"""The command line of ``python manage.py simulate``: arguments, input building, output writing.
+"""The command line of ``python manage.py simulate`` and ``python -m scheduling.simulator``:
+arguments, input building, output writing.
 
 Kept apart from the management command so the command stays a thin entry point and nothing here
-needs Django or a database.
+needs Django or a database: :func:`main` is the same command without Django.
 """
 
 from __future__ import annotations
@@ -15,12 +16,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from scheduling.simulator import POLICIES, SimulationInput, SimulationResult, policy_config, run_simulation
+from scheduling.simulator import (
+    POLICIES,
+    SimulationError,
+    SimulationInput,
+    SimulationResult,
+    policy_config,
+    run_simulation,
+)
+from scheduling.simulator.cluster import NodeGroup, group_nodes, read_cluster_file
 from scheduling.simulator.report import render_html
 from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario, node_outages
 from scheduling.simulator.traces import (
+    TraceError,
     TraceFormat,
-    cluster_nodes,
     parse_column_map,
     read_budgets,
     read_trace,
@@ -89,7 +98,15 @@ def _add_trace_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--budgets", metavar="FILE.csv", help="allocation,gpus (default: equal shares of 85%%)"
     )
-    group.add_argument("--nodes", type=int, default=None, help="nodes in the cluster (trace: required)")
+    group.add_argument(
+        "--cluster-file",
+        metavar="FILE.json",
+        help='the cluster instead of --nodes: {"nodes": N, "gpus_per_node": G} or '
+        '{"groups": [{"nodes": N, "gpus_per_node": G, "gpu_type": "a100"}, ...]}',
+    )
+    group.add_argument(
+        "--nodes", type=int, default=None, help="nodes in the cluster (trace: this or --cluster-file)"
+    )
     group.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per node (trace: default 8)")
     group.add_argument(
         "--nodes-per-domain",
@@ -140,21 +157,36 @@ def _scenario_parameters(options: dict) -> Ai2Parameters:
     return Ai2Parameters(**values)
 
 
-def _trace(options: dict, out: SupportsWrite[str]) -> SimulationInput:
+def trace_cluster(options: dict) -> tuple[NodeGroup, ...]:
+    """The trace's cluster: ``--cluster-file``, or ``--nodes`` x ``--gpus-per-node`` (default 8)."""
+    if options.get("cluster_file"):
+        if options.get("nodes") or options.get("gpus_per_node"):
+            raise ValueError(
+                "give the cluster either as --cluster-file or as --nodes/--gpus-per-node, not both"
+            )
+        return read_cluster_file(options["cluster_file"])
     if not options.get("nodes"):
-        raise ValueError("--trace needs the cluster's shape: --nodes N (and --gpus-per-node G, default 8)")
-    per_node = options.get("gpus_per_node") or 8
-    nodes = cluster_nodes(options["nodes"], per_node, nodes_per_domain=options.get("nodes_per_domain") or 0)
+        raise ValueError(
+            "--trace needs the cluster's shape: --cluster-file FILE.json, or --nodes N "
+            "(and --gpus-per-node G, default 8)"
+        )
+    return (NodeGroup(options["nodes"], options.get("gpus_per_node") or 8),)
+
+
+def _trace(options: dict, out: SupportsWrite[str]) -> SimulationInput:
+    groups = trace_cluster(options)
+    nodes = group_nodes(groups, nodes_per_domain=options.get("nodes_per_domain") or 0)
     fmt = TraceFormat(
         columns=parse_column_map(options.get("map") or []),
         gpu_scale=options.get("gpu_scale") or 1.0,
         allocation_prefix=options.get("allocation_prefix") or "",
-        node_gpus=per_node,
-        cluster_gpus=per_node * options["nodes"],
+        groups=groups,
     )
     trace = read_trace(options["trace"], fmt, skip_bad_rows=bool(options.get("skip_bad_rows")))
     for problem in trace.skipped:
         out.write(f"skipped {problem}\n")
+    for warning in trace.warnings:
+        out.write(f"{warning}\n")
     budgets = read_budgets(options["budgets"]) if options.get("budgets") else None
     days = options.get("days")
     horizon = (days or trace.span_s / 86400.0) * 86400.0
@@ -167,6 +199,8 @@ def _trace(options: dict, out: SupportsWrite[str]) -> SimulationInput:
         "budgets": options.get("budgets"),
         "seed": options.get("seed"),
     }
+    if options.get("cluster_file"):
+        parameters["cluster_file"] = str(options["cluster_file"])
     return trace_input(trace, budgets=budgets, nodes=nodes, days=days, outages=outages, parameters=parameters)
 
 
@@ -202,6 +236,31 @@ def run_policies(
             bar.done()
         results.append(result)
     return results
+
+
+# -- the command without Django -----------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """``python -m scheduling.simulator``: what ``manage.py simulate`` does, with no Django
+    settings, secret key or database. Returns the exit status (1: the input or a run failed)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = argparse.ArgumentParser(
+        prog="python -m scheduling.simulator",
+        description="Simulate the scheduler on an Ai2-like scenario or a CSV trace, and compare policies.",
+    )
+    add_arguments(parser)
+    options = vars(parser.parse_args(argv))
+    try:
+        policies(str(options["policy"]))
+        inputs = build_input(options, out=err)
+        results = run_policies(inputs, options, err=err)
+    except (TraceError, SimulationError, ValueError, OSError) as error:
+        err.write(f"error: {error}\n")
+        return 1
+    write_outputs(results, options, out)
+    return 0
 
 
 # -- output -------------------------------------------------------------------------------------

@@ -90,6 +90,7 @@ def _pending_workload(spec: SimJob) -> PendingWorkload:
         gpus=spec.gpus,
         submitted_at=spec.submit_s,
         gpus_per_node=spec.gpus_per_node,
+        gpu_type=spec.gpu_type,
         workload_class=spec.workload_class,
         min_runtime_s=spec.min_runtime_s,
         resumable=spec.resumable,

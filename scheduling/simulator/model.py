@@ -47,6 +47,7 @@ class SimJob:
     kind: str = ""
     patience_s: float | None = None
     ref: str = ""
+    gpu_type: str | None = None  # the GPU type it needs (None: any)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,8 @@ class SimulationInput:
     warmup_s: float = 0.0
     outages: tuple[NodeOutage, ...] = ()
     parameters: dict[str, object] = field(default_factory=dict)
+    # how reading a trace adjusted it, per kind (traces.ADJUSTMENTS); None: not read from a trace
+    trace_adjustments: dict[str, int] | None = None
 
     @property
     def horizon_s(self) -> float:

@@ -54,6 +54,8 @@ def summarize(engine: Engine, policy: str, wall_s: float) -> SimulationResult:
         "parameters": engine.inputs.parameters,
         "per_team": per_team,
     }
+    if engine.inputs.trace_adjustments is not None:  # read from a trace: what reading it changed
+        summary["trace_adjustments"] = dict(engine.inputs.trace_adjustments)
     return SimulationResult(
         summary=summary,
         per_team=per_team,

@@ -9,13 +9,15 @@ renames them, so Philly / Helios / Alibaba PAI style traces replay after a simpl
 | allocation      | yes      | the allocation path the job is charged to, e.g. ``nlp/olmo``         |
 | user            | yes      | who submitted it                                                     |
 | gpus            | yes      | GPUs (after ``--gpu-scale``, rounded up; PAI's plan_gpu=50 is 0.5)   |
+| gpu_type        | no       | the GPU type the job needs (default: any); matched without case      |
 | duration_s      | yes*     | seconds of work; *or* give ``start_time`` and ``end_time``           |
 | min_runtime_s   | no       | the contract's minimum runtime (default 0: fully preemptible)        |
 | resumable       | no       | true/false, yes/no, 1/0 (default false)                              |
 | class           | no       | debug, interactive or batch (default batch)                          |
 | gpus_per_node   | no       | how to split a multi-node job (default: the policy decides)          |
 | max_runtime_s   | no       | declared maximum runtime (used for backfill)                         |
-| priority        | no       | integer class for the old "priority" policy (default 0)              |
+| priority        | no       | integer class for the old "priority" policy (default 0; without the  |
+|                 |          | column, from the class: debug and interactive 1, batch 0)            |
 | checkpoint_s    | no       | how often resumable work saves progress (default 1800)               |
 | busy            | no       | fraction of its GPU time the job computes, 0-1 (default 1)           |
 | id              | no       | the trace's own job id, kept for reference                           |
@@ -24,7 +26,10 @@ Budgets: a CSV with columns ``allocation,gpus``. The tree follows from the paths
 under ``a/b``); a node that is not listed gets the sum of its children's budgets. Without a
 budgets file every allocation in the trace gets an equal share of 85% of the cluster.
 
-Every bad row is reported with its line number (``file.csv:17: gpus must be ...``).
+Every malformed row is reported with its line number and column (``file.csv:17: gpus must be
+...``). A well-formed request the cluster cannot place as written is adjusted or skipped instead
+(:func:`scheduling.simulator.cluster.fit_job`), each kind counted in ``Trace.adjustments`` and
+warned about once (``Trace.warnings``).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from scheduling.policy import BudgetNodeSpec, ClusterNodeSpec
+from scheduling.simulator.cluster import NodeGroup, fit_job, group_nodes
 from scheduling.simulator.model import WORKLOAD_CLASSES, NodeOutage, SimJob, SimulationInput
 
 TRACE_FIELDS = (
@@ -44,6 +50,7 @@ TRACE_FIELDS = (
     "allocation",
     "user",
     "gpus",
+    "gpu_type",
     "duration_s",
     "start_time",
     "end_time",
@@ -60,6 +67,19 @@ TRACE_FIELDS = (
 EQUAL_SHARE_OF_CLUSTER = 0.85
 MAX_ERRORS_SHOWN = 20
 _TRUE, _FALSE = {"1", "true", "yes", "y", "t"}, {"0", "false", "no", "n", "f", ""}
+# Without a priority column, the "priority" policy's class of a job follows its workload class, as
+# on a cluster from before fair share: short and interactive work above batch.
+CLASS_PRIORITY = {"debug": 1, "interactive": 1, "batch": 0}
+# Each kind of adjustment made to a well-formed row, as the warning says it (with its count).
+ADJUSTMENTS = {
+    "skipped_no_gpus": "job(s) without GPUs (gpus 0) skipped",
+    "skipped_unknown_gpu_type": "job(s) asking for a GPU type no node has skipped",
+    "skipped_too_large": "job(s) wider than every node of their type together skipped",
+    "skipped_bad_rows": "malformed row(s) skipped (--skip-bad-rows)",
+    "rounded_up_fractional": "fractional GPU request(s) rounded up to whole GPUs",
+    "reshaped_gpus_per_node": "job(s) asking for more GPUs per node than a node has re-split at the node size",
+    "rounded_up_wide": "wide job(s) not filling whole nodes rounded up to whole nodes",
+}
 
 
 class TraceError(ValueError):
@@ -79,11 +99,15 @@ class TraceFormat:
     columns: Mapping[str, str] = field(default_factory=dict)  # field -> column in the file
     gpu_scale: float = 1.0
     allocation_prefix: str = ""
-    node_gpus: int = 8  # to refuse jobs no placement could ever satisfy
-    cluster_gpus: int = 1000
+    node_gpus: int = 8  # the cluster, when ``groups`` is empty: nodes of this size ...
+    cluster_gpus: int = 1000  # ... and this many GPUs in all
+    groups: tuple[NodeGroup, ...] = ()  # the cluster's node groups (what jobs are fitted to)
 
     def column(self, name: str) -> str:
         return self.columns.get(name, name)
+
+    def node_groups(self) -> tuple[NodeGroup, ...]:
+        return self.groups or (NodeGroup(max(1, self.cluster_gpus // self.node_gpus), self.node_gpus),)
 
 
 @dataclass
@@ -91,6 +115,8 @@ class Trace:
     jobs: list[SimJob]
     skipped: list[str]  # bad rows left out (only with skip_bad_rows)
     span_s: float  # last submit time
+    adjustments: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ADJUSTMENTS, 0))
+    warnings: list[str] = field(default_factory=list)  # one per kind of adjustment made
 
 
 def parse_column_map(pairs: Iterable[str]) -> dict[str, str]:
@@ -110,22 +136,48 @@ def parse_column_map(pairs: Iterable[str]) -> dict[str, str]:
 
 
 def read_trace(path: str | Path, fmt: TraceFormat | None = None, *, skip_bad_rows: bool = False) -> Trace:
+    """The jobs of a trace, fitted to ``fmt``'s cluster; malformed rows raise :class:`TraceError`
+    (or, with ``skip_bad_rows``, are left out and listed), adjusted ones are counted by kind."""
     fmt = fmt or TraceFormat()
     source = str(path)
+    counts = dict.fromkeys(ADJUSTMENTS, 0)
+    first_line: dict[str, int] = {}
     with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
-        _check_header(source, list(reader.fieldnames or []), fmt)
+        header = list(reader.fieldnames or [])
+        _check_header(source, header, fmt)
+        has_priority = fmt.column("priority") in header
         rows, errors = [], []
         for row in reader:
             try:
-                rows.append((reader.line_num, _parse_row(row, fmt)))
+                parsed, kinds = _parse_row(row, fmt, has_priority)
             except ValueError as error:
                 errors.append(f"{source}:{reader.line_num}: {error}")
+                kinds = ("skipped_bad_rows",)
+                parsed = None
+            for kind in kinds:
+                counts[kind] += 1
+                first_line.setdefault(kind, reader.line_num)
+            if parsed is not None:
+                rows.append((reader.line_num, parsed))
     if errors and not skip_bad_rows:
         raise TraceError(source, errors)
+    warnings = adjustment_warnings(source, counts, first_line)
     if not rows:
-        raise TraceError(source, [f"{source}: no usable rows"])
-    return _numbered(rows, errors)
+        raise TraceError(source, [f"{source}: no usable rows", *warnings])
+    trace = _numbered(rows, errors)
+    trace.adjustments = counts
+    trace.warnings = warnings
+    return trace
+
+
+def adjustment_warnings(source: str, counts: Mapping[str, int], first_line: Mapping[str, int]) -> list[str]:
+    """One line per kind of adjustment made: its count, what it did, and the first row it hit."""
+    return [
+        f"warning: {source}: {counts[kind]} {message}, first at line {first_line[kind]}"
+        for kind, message in ADJUSTMENTS.items()
+        if counts[kind] and kind != "skipped_bad_rows"
+    ]
 
 
 def _check_header(source: str, header: list[str], fmt: TraceFormat) -> None:
@@ -138,38 +190,44 @@ def _check_header(source: str, header: list[str], fmt: TraceFormat) -> None:
         raise TraceError(source, [f"{source}:1: missing column(s): {', '.join(missing)}{hint}"])
 
 
-def _parse_row(row: Mapping[str, str], fmt: TraceFormat) -> dict:
+def _parse_row(
+    row: Mapping[str, str], fmt: TraceFormat, has_priority: bool
+) -> tuple[dict | None, tuple[str, ...]]:
+    """A row's fields (None when it is skipped) and the kinds of adjustment made to it; a
+    malformed field raises ValueError, whatever else is wrong with the row."""
     value = _Row(row, fmt)
     allocation = fmt.allocation_prefix + value.text("allocation")
-    gpus = value.gpus()
-    per_node = value.optional_int("gpus_per_node")
-    _check_shape(gpus, per_node, fmt)
-    return {
+    workload_class = value.workload_class()
+    parsed = {
         "submit": value.time("submit_time"),
         "allocation": allocation.strip("/"),
         "user": value.text("user"),
-        "gpus": gpus,
         "duration": value.duration(),
-        "per_node": per_node,
         "min_runtime": value.optional_float("min_runtime_s") or 0.0,
         "resumable": value.boolean("resumable"),
-        "class": value.workload_class(),
+        "class": workload_class,
         "max_runtime": value.optional_float("max_runtime_s"),
-        "priority": value.optional_int("priority") or 0,
+        "priority": (value.optional_int("priority") or 0) if has_priority else class_priority(workload_class),
         "checkpoint": value.optional_float("checkpoint_s"),
         "busy": value.fraction("busy"),
         "ref": value.raw("id"),
     }
+    fit = fit_job(
+        value.gpus(),
+        value.optional_int("gpus_per_node") or None,
+        value.raw("gpu_type") or None,
+        fmt.node_groups(),
+    )
+    if fit.skip:
+        return None, (*fit.adjustments, fit.skip)
+    parsed.update(gpus=fit.gpus, per_node=fit.gpus_per_node, gpu_type=fit.gpu_type)
+    return parsed, fit.adjustments
 
 
-def _check_shape(gpus: int, per_node: int | None, fmt: TraceFormat) -> None:
-    if gpus > fmt.cluster_gpus:
-        raise ValueError(f"gpus {gpus} is more than the whole cluster ({fmt.cluster_gpus})")
-    size = per_node or fmt.node_gpus
-    if per_node is not None and per_node > fmt.node_gpus:
-        raise ValueError(f"gpus_per_node {per_node} is more than a node has ({fmt.node_gpus})")
-    if gpus > size and gpus % size:
-        raise ValueError(f"gpus {gpus} spans nodes but is not a multiple of {size} GPUs per node")
+def class_priority(workload_class: str) -> int:
+    """A job's class for the "priority" policy when the trace gives none: debug and interactive
+    work above batch (``CLASS_PRIORITY``), so that policy differs from FIFO as a real one would."""
+    return CLASS_PRIORITY[workload_class]
 
 
 class _Row:
@@ -181,10 +239,15 @@ class _Row:
     def raw(self, name: str) -> str:
         return (self.row.get(self.fmt.column(name)) or "").strip()
 
+    def label(self, name: str) -> str:
+        """The field, and its column when ``--map`` renamed it: ``gpus (column 'gpu_num')``."""
+        column = self.fmt.column(name)
+        return name if column == name else f"{name} (column {column!r})"
+
     def text(self, name: str) -> str:
         text = self.raw(name)
         if not text:
-            raise ValueError(f"{name} is empty")
+            raise ValueError(f"{self.label(name)} is empty")
         return text
 
     def number(self, name: str) -> float:
@@ -192,9 +255,9 @@ class _Row:
         try:
             number = float(text)
         except ValueError:
-            raise ValueError(f"{name} must be a number, got {text!r}") from None
+            raise ValueError(f"{self.label(name)} must be a number, got {text!r}") from None
         if not math.isfinite(number):
-            raise ValueError(f"{name} must be a finite number, got {text!r}")
+            raise ValueError(f"{self.label(name)} must be a finite number, got {text!r}")
         return number
 
     def optional_float(self, name: str) -> float | None:
@@ -202,20 +265,21 @@ class _Row:
             return None
         number = self.number(name)
         if number < 0:
-            raise ValueError(f"{name} must not be negative, got {self.raw(name)!r}")
+            raise ValueError(f"{self.label(name)} must not be negative, got {self.raw(name)!r}")
         return number
 
     def optional_int(self, name: str) -> int | None:
         number = self.optional_float(name)
         if number is not None and number != int(number):
-            raise ValueError(f"{name} must be a whole number, got {self.raw(name)!r}")
+            raise ValueError(f"{self.label(name)} must be a whole number, got {self.raw(name)!r}")
         return None if number is None else int(number)
 
-    def gpus(self) -> int:
+    def gpus(self) -> float:
+        """GPUs after ``--gpu-scale``, not rounded (0 is a CPU-only job; negative is an error)."""
         scaled = self.number("gpus") * self.fmt.gpu_scale
-        if scaled <= 0:
-            raise ValueError(f"gpus must be positive, got {self.raw('gpus')!r} (a CPU-only job?)")
-        return math.ceil(round(scaled, 6))
+        if scaled < 0:
+            raise ValueError(f"{self.label('gpus')} must not be negative, got {self.raw('gpus')!r}")
+        return scaled
 
     def time(self, name: str) -> float:
         text = self.text(name)
@@ -226,7 +290,7 @@ class _Row:
         try:
             moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
-            raise ValueError(f"{name} must be seconds or ISO 8601, got {text!r}") from None
+            raise ValueError(f"{self.label(name)} must be seconds or ISO 8601, got {text!r}") from None
         return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
     def duration(self) -> float:
@@ -242,18 +306,20 @@ class _Row:
         text = self.raw(name).lower()
         if text in _TRUE or text in _FALSE:
             return text in _TRUE
-        raise ValueError(f"{name} must be true or false, got {self.raw(name)!r}")
+        raise ValueError(f"{self.label(name)} must be true or false, got {self.raw(name)!r}")
 
     def workload_class(self) -> str:
         text = self.raw("class").lower() or "batch"
         if text not in WORKLOAD_CLASSES:
-            raise ValueError(f"class must be one of {', '.join(WORKLOAD_CLASSES)}, got {self.raw('class')!r}")
+            raise ValueError(
+                f"{self.label('class')} must be one of {', '.join(WORKLOAD_CLASSES)}, got {self.raw('class')!r}"
+            )
         return text
 
     def fraction(self, name: str) -> float:
         number = self.optional_float(name)
         if number is not None and number > 1:
-            raise ValueError(f"{name} must be between 0 and 1, got {self.raw(name)!r}")
+            raise ValueError(f"{self.label(name)} must be between 0 and 1, got {self.raw(name)!r}")
         return 1.0 if number is None else number
 
 
@@ -278,6 +344,7 @@ def _job(number: int, line: int, parsed: dict, origin: float) -> SimJob:
         resumable=parsed["resumable"],
         max_runtime_s=parsed["max_runtime"],
         gpus_per_node=parsed["per_node"],
+        gpu_type=parsed["gpu_type"],
         priority=parsed["priority"],
         checkpoint_s=1800.0 if checkpoint is None else checkpoint,
         busy=parsed["busy"],
@@ -358,12 +425,9 @@ def equal_budgets(allocations: Iterable[str], cluster_gpus: int) -> dict[str, fl
 
 def cluster_nodes(
     nodes: int, gpus_per_node: int, *, nodes_per_domain: int = 0, gpu_type: str = "GPU"
-) -> tuple:
-    size = nodes_per_domain if nodes_per_domain > 0 else nodes
-    return tuple(
-        ClusterNodeSpec(f"node-{index:04d}", gpus_per_node, gpu_type, f"domain-{index // size:02d}")
-        for index in range(nodes)
-    )
+) -> tuple[ClusterNodeSpec, ...]:
+    """``nodes`` alike nodes: one group (see :func:`scheduling.simulator.cluster.group_nodes`)."""
+    return group_nodes([NodeGroup(nodes, gpus_per_node, gpu_type)], nodes_per_domain=nodes_per_domain)
 
 
 def trace_input(
@@ -389,4 +453,5 @@ def trace_input(
         days=round(span_days, 4),
         outages=outages,
         parameters=dict(parameters or {}),
+        trace_adjustments=dict(trace.adjustments),
     )
