@@ -10,18 +10,7 @@ from operator import attrgetter, itemgetter
 
 from scheduling.policy import reasons
 from scheduling.policy.capacity import Capacity
-from scheduling.policy.outcome_keys import (
-    Attempt,
-    CheckProtected,
-    HeldFor,
-    NoCapacity,
-    NoMatchingNodes,
-    OutcomeKey,
-    OverLimit,
-    PlainKey,
-    Protected,
-    Unfunded,
-)
+from scheduling.policy.outcome_keys import Attempt, CheckProtected, NoCapacity, OutcomeKey, Settled
 from scheduling.policy.placement import Shape
 from scheduling.policy.preempting import Preemptor
 from scheduling.policy.reservation import INFINITE
@@ -48,7 +37,7 @@ class Explainer:
     ) -> None:
         self.capacity, self.standing, self.reserver, self.preemptor = capacity, standing, reserver, preemptor
         self.now, self.config = now, config
-        self.outcomes: dict[OutcomeKey | tuple, reasons.Outcome] = {}  # keys, and ("queued", ...)
+        self.outcomes: dict[tuple, reasons.Outcome] = {}  # ("queued", allocation, ahead) -> outcome
         self.by_shape: dict[tuple[bool, Shape], reasons.Outcome] = {}  # (reserved, shape) ->
         self.protected: dict[tuple[Attempt, bool], float | None] = {}  # see ``protected_until``
         self.first_seen: dict[str, int] = {}
@@ -69,14 +58,16 @@ class Explainer:
         may_use_reserved = backfill or workload is self.reserver.workload
         return CheckProtected(failed, may_use_reserved, fallback)
 
-    def _plain_blocked_key(self, workload: PendingWorkload, shape: Shape, backfill: bool) -> PlainKey:
+    def _plain_blocked_key(
+        self, workload: PendingWorkload, shape: Shape, backfill: bool
+    ) -> Settled | NoCapacity:
         reserver = self.reserver
         if workload is reserver.workload:
             return NoCapacity(shape, workload.allocation, reserved=True)
         if reserver.reservation is not None and not backfill and shape not in self.capacity.no_fit_reserved:
-            return HeldFor(reserver.reservation.workload_id)
+            return Settled(reasons.reserved_for, (reserver.workload, reserver.reservation.start_at))
         if self.standing.fairshare and not self.standing.funded(workload):
-            return Unfunded(workload.allocation)
+            return _unfunded(workload.allocation)
         return NoCapacity(shape, workload.allocation)
 
     # -- explain -------------------------------------------------------------------------------
@@ -133,7 +124,7 @@ class Explainer:
         base = len(explained)
         explained.extend(items)
         if self.standing.fairshare and allocation not in self.standing.tree.funded:
-            outcomes.extend(repeat(self._resolved(Unfunded(allocation), base + 1), len(items)))
+            outcomes.extend(repeat(self._resolved(_unfunded(allocation), base + 1), len(items)))
             return
         known = self.capacity_by_shape.setdefault(allocation, {})  # one per shape and allocation
         shapes = list(map(_SHAPE, items))
@@ -236,10 +227,10 @@ class Explainer:
                         self.protected_until(key.attempt, key.may_use_reserved)
             before += len(workloads)
 
-    def _untried_key(self, allocation: str, workload: PendingWorkload) -> PlainKey:
+    def _untried_key(self, allocation: str, workload: PendingWorkload) -> Settled | NoCapacity:
         """The key ``_explain_untried`` resolves an untried workload of ``allocation`` by."""
         if self.standing.fairshare and allocation not in self.standing.tree.funded:
-            return Unfunded(allocation)
+            return _unfunded(allocation)
         return NoCapacity(_SHAPE(workload), allocation)
 
     def _queued_allocation(self, key: OutcomeKey) -> str | None:
@@ -279,13 +270,13 @@ class Explainer:
     def _resolve(self, key: OutcomeKey, position: int) -> reasons.Outcome:
         if isinstance(key, CheckProtected):
             until = self.protected_until(key.attempt, key.may_use_reserved)
-            return self._resolve(key.fallback if until is None else Protected(until), position)
+            if until is not None:
+                return self._resolved(Settled(reasons.protected_work, (until,)), position)
+            return self._resolve(key.fallback, position)
         if isinstance(key, NoCapacity):
             return self._capacity_outcome(key, position)
-        outcome = self.outcomes.get(key)
-        if outcome is None:
-            outcome = self.outcomes[key] = self._outcome(key)
-        return outcome
+        assert isinstance(key, Settled), key
+        return key.reason(*key.args)
 
     def _capacity_outcome(self, key: NoCapacity, position: int) -> reasons.Outcome:
         """It could have run on what was free when the pass began: work ranked ahead took it."""
@@ -327,22 +318,6 @@ class Explainer:
                     break
         return memo[(attempt, may_use_reserved)]
 
-    def _outcome(self, key: OutcomeKey) -> reasons.Outcome:
-        if isinstance(key, NoMatchingNodes):
-            return reasons.no_matching_nodes(key.shape, self.capacity.node_size(key.shape))
-        if isinstance(key, OverLimit):
-            return reasons.over_limit(key.path, self.standing.tree.limit[key.path])
-        if isinstance(key, Protected):
-            return reasons.protected_work(key.until)
-        if isinstance(key, HeldFor):
-            reserver = self.reserver
-            assert (
-                reserver.workload is not None and reserver.reservation is not None
-            )  # keyed so when reserved
-            return reasons.reserved_for(reserver.workload, reserver.reservation.start_at)
-        assert isinstance(key, Unfunded), key
-        return reasons.unfunded(key.allocation)
-
     def _shape_outcome(self, key: NoCapacity) -> reasons.Outcome:
         """Waiting for GPUs of ``key``'s shape: enough are free but scattered (fragmented), or
         not enough are, with the estimate of when they will be."""
@@ -358,3 +333,7 @@ class Explainer:
             nodes = capacity.nodes_with_free_gpus(shape)
             return reasons.fragmented(shape, capacity.node_size(shape), free, nodes, estimate)
         return reasons.waiting_for_gpus(shape, capacity.node_size(shape), estimate)
+
+
+def _unfunded(allocation: str) -> Settled:
+    return Settled(reasons.unfunded, (allocation,))

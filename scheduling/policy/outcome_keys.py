@@ -1,23 +1,30 @@
 """Why a workload waits, as the admit phase records it (``planner._Pass.consider``) and the
-explain phase resolves it into a reason (explaining.py, reasons.py): one named type per cause.
+explain phase resolves it into a reason (explaining.py, reasons.py).
 
 Workloads that wait for the same cause get equal keys (interned by the pass), so each cause is
-resolved once. Every key ends in its ``kind``, which keeps keys of different types unequal even
-where their other fields agree."""
+resolved once. Three causes are judged on the pass's final state (``NoCapacity``: were GPUs free
+when the pass began, and when will enough be; ``CheckProtected``: is protected work what stands
+in the way); every other cause is ``Settled`` when it is recorded: its reason and what the reason
+says."""
 
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple, Union
 
 from scheduling.policy.placement import Shape
-from scheduling.policy.types import AllocationPath, WorkloadId
+from scheduling.policy.types import AllocationPath
+
+if TYPE_CHECKING:
+    from scheduling.policy.reasons import Outcome
 
 
-class NoMatchingNodes(NamedTuple):
-    """No healthy node of the shape's type and size could ever hold it."""
+class Settled(NamedTuple):
+    """A cause the rest of the pass does not change: ``reason(*args)`` (a function of
+    reasons.py) is its outcome, e.g. ``Settled(reasons.over_limit, (path, limit))``."""
 
-    shape: Shape
-    kind: str = "none"
+    reason: Callable[..., Outcome]
+    args: tuple
 
 
 class NoCapacity(NamedTuple):
@@ -27,14 +34,6 @@ class NoCapacity(NamedTuple):
     shape: Shape
     allocation: AllocationPath
     reserved: bool = False
-    kind: str = "capacity"
-
-
-class OverLimit(NamedTuple):
-    """Starting it would pass the concurrency limit of ``path``."""
-
-    path: AllocationPath
-    kind: str = "limit"
 
 
 class Attempt(NamedTuple):
@@ -47,38 +46,13 @@ class Attempt(NamedTuple):
     priority: int
 
 
-class HeldFor(NamedTuple):
-    """It may not use the nodes reserved for ``workload_id``, and fits nowhere else."""
-
-    workload_id: WorkloadId
-    kind: str = "held_for"
-
-
-class Unfunded(NamedTuple):
-    """Its allocation is unfunded and nothing free is left for unfunded work."""
-
-    allocation: AllocationPath
-    kind: str = "unfunded"
-
-
-PlainKey = Union[NoMatchingNodes, OverLimit, HeldFor, Unfunded, NoCapacity]  # noqa: UP007 - a runtime alias
-
-
 class CheckProtected(NamedTuple):
     """Its preemption failed: if protected work is what stands in the way (judged when
     explaining, ``Explainer.protected_until``), that is the reason; else ``fallback``."""
 
     attempt: Attempt
     may_use_reserved: bool
-    fallback: PlainKey
-    kind: str = "check_protected"
+    fallback: Settled | NoCapacity
 
 
-class Protected(NamedTuple):
-    """Protected work (minimum runtime) stands in the way until ``until``."""
-
-    until: float
-    kind: str = "protected"
-
-
-OutcomeKey = Union[PlainKey, CheckProtected, Protected]  # noqa: UP007 - a runtime alias
+OutcomeKey = Union[Settled, NoCapacity, CheckProtected]  # noqa: UP007 - a runtime alias

@@ -26,7 +26,7 @@ from scheduling.policy.capacity import Capacity
 from scheduling.policy.changes import Changes
 from scheduling.policy.explaining import Explainer
 from scheduling.policy.inventory import file_afresh, node_facts
-from scheduling.policy.outcome_keys import NoMatchingNodes, OutcomeKey, OverLimit
+from scheduling.policy.outcome_keys import OutcomeKey, Settled
 from scheduling.policy.placement import FreeIndex
 from scheduling.policy.preempting import Preempted, Preemptor
 from scheduling.policy.queues import (
@@ -223,6 +223,8 @@ class _Pass:
         self.preemptor = Preemptor(VictimOrders(self.capacity, standing, changes, now, config))
         self.explainer = Explainer(self.capacity, standing, self.reserver, self.preemptor, now, config)
         self.shortcuts = Shortcuts(self.capacity, self.reserver, self.preemptor)
+        healthy_gpus = sum(size * count for by_size in sizes.values() for size, count in by_size.items())
+        self.lane = rules.short_lane_gpus(healthy_gpus, config)  # GPUs kept free for short work
 
     # -- admit ---------------------------------------------------------------------------------
     def _admit(self) -> None:
@@ -270,12 +272,19 @@ class _Pass:
         shape = (workload.gpus, workload.gpus_per_node, workload.gpu_type)
         capacity, reserver, preemptor = self.capacity, self.reserver, self.preemptor
         if not capacity.feasible(shape):
-            return self._wait(NoMatchingNodes(shape), workload)
+            return self._wait(
+                Settled(reasons.no_matching_nodes, (shape, capacity.node_size(shape))), workload
+            )
         limited = self.standing.limit_reached(workload)
         if limited is not None:
-            return self._wait(OverLimit(limited), workload)
+            return self._wait(
+                Settled(reasons.over_limit, (limited, self.standing.tree.limit[limited])), workload
+            )
         backfill = reserver.may_backfill(workload)
         placed = capacity.place(shape, backfill)
+        if placed is not None and self._takes_lane(workload, placed[1]):
+            node_size = capacity.node_size(shape)
+            return self._wait(Settled(reasons.kept_for_short_work, (shape, node_size, self.lane)), workload)
         if placed is not None:
             self._start(workload, *placed)
             return True
@@ -290,6 +299,13 @@ class _Pass:
         if reserver.may_reserve(workload):
             self._timed("reserve", lambda: reserver.reserve(workload, shape))
         return self._wait(self.explainer.blocked_key(workload, shape, backfill, failed), workload)
+
+    def _takes_lane(self, workload: PendingWorkload, index: FreeIndex) -> bool:
+        """Would ``workload``, placed on ``index``, take GPUs kept free for short work? Only work
+        that is not short, placed on unreserved nodes (``rules.is_short``, ``rules.leaves_lane``)."""
+        if not self.lane or index is not self.capacity.index or rules.is_short(workload, self.config):
+            return False
+        return not rules.leaves_lane(index.free_gpus(None), workload.gpus, self.lane)
 
     def _wait(self, key: OutcomeKey, workload: PendingWorkload) -> bool:
         """Record why it waits. Equal keys are made one object, so explain resolves each once."""

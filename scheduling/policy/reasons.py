@@ -250,6 +250,16 @@ def fragmented(shape: Shape, node_size: int, free: int, nodes: int, estimate: fl
     return outcome(ReasonCode.FRAGMENTED, message, estimate, free_gpus=free, nodes=nodes, gpus=shape[0])
 
 
+def kept_for_short_work(shape: Shape, node_size: int, lane: int) -> Outcome:
+    message = (
+        f"waiting for {describe_shape(shape, node_size)}: the last {lane} free"
+        f" {'GPU is' if lane == 1 else 'GPUs are'} kept for short work (debug and interactive jobs)"
+    )
+    return outcome(
+        ReasonCode.WAITING_FOR_GPUS, message, gpus=shape[0], gpu_type=shape[2], kept_for_short=lane
+    )
+
+
 def protected_work(until: float) -> Outcome:
     message = f"waiting for GPUs: the work it could replace is protected by its minimum runtime until {clock(until)}"
     return outcome(ReasonCode.PROTECTED_WORK, message, until, protected_until=until)

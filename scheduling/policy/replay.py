@@ -52,6 +52,7 @@ def as_running(
         expected_end=None if runtime is None else now + runtime,
         submitted_at=workload.submitted_at,
         priority=workload.priority,
+        checkpoint_interval_s=workload.checkpoint_interval_s,
     )
 
 
@@ -76,4 +77,5 @@ def as_pending(workload: RunningWorkload, gpu_type: str | None = None) -> Pendin
         resumable=workload.resumable,
         max_runtime_s=runtime,
         priority=workload.priority,
+        checkpoint_interval_s=workload.checkpoint_interval_s,
     )

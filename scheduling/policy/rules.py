@@ -53,12 +53,73 @@ def may_take_from(victim: FairTreeKey, victim_node: str, preemptor: FairTreeKey,
     return victim_node >= preemptor_node
 
 
-def work_lost(workload: RunningWorkload, now: float) -> tuple[float, int]:
+def work_lost(workload: RunningWorkload, now: float, config: PolicyConfig | None = None) -> tuple[float, int]:
     """Victim order among the work of one allocation: least work lost first, then the id.
-    The work a preemption throws away is 0 for resumable work (it resumes where it was) and
-    ``gpus * (now - started_at)`` GPU-seconds for the rest. (Across allocations the victims go
-    unfunded first, then the most over-served allocation first: ``VictimOrders.tier``.)"""
-    return (0.0 if workload.resumable else workload.gpus * (now - workload.started_at), workload.id)
+    The work a preemption throws away is ``gpus * (now - started_at)`` GPU-seconds for work that
+    is not resumable; resumable work resumes from its last checkpoint, so it loses the GPU-seconds
+    since then when ``config.goodput_victims`` weighs checkpoints and it declares
+    ``checkpoint_interval_s`` (checkpoints at ``started_at`` + k intervals), else 0. (Across
+    allocations the victims go unfunded first, then the most over-served allocation first:
+    ``VictimOrders.tier``; with ``goodput_victims``, ``goodput_victim_key`` first.)"""
+    if not workload.resumable:
+        return (workload.gpus * (now - workload.started_at), workload.id)
+    interval = workload.checkpoint_interval_s
+    if config is None or not config.goodput_victims or not interval or interval <= 0:
+        return (0.0, workload.id)
+    return (workload.gpus * ((now - workload.started_at) % interval), workload.id)
+
+
+def goodput_victim_key(
+    workload: RunningWorkload, now: float, config: PolicyConfig
+) -> tuple[bool, bool, float]:
+    """Victim order when preemption weighs what it throws away (``config.goodput_victims``):
+    unfunded work first (DESIGN 5.5), then idle interactive sessions (busy under 10% over 30
+    minutes: squatting), then the least work lost (``work_lost``: a victim that just
+    checkpointed goes first). Ties keep the order of ``VictimOrders.tier`` (most over-served first)."""
+    return (workload.funded, not workload.idle, work_lost(workload, now, config)[0])
+
+
+def ends_work_allowed(preemptor_ratio: float, config: PolicyConfig) -> bool:
+    """May a rebalancing preemption end funded work that is not resumable (throwing all of it
+    away)? Only when the preemptor's allocation is under its share by a clear margin: its
+    usage/budget ratio at most ``1 - config.end_work_margin`` (a margin of 0: always)."""
+    return config.end_work_margin <= 0 or preemptor_ratio <= 1.0 - config.end_work_margin
+
+
+def clear_gap(victim_ratio: float, preemptor_ratio: float, config: PolicyConfig) -> bool:
+    """Hysteresis between funded allocations: a preemptor may take from a funded allocation only
+    if that allocation's usage/budget ratio is above its own by the factor
+    ``1 + config.rebalance_hysteresis``, so two allocations near their shares do not trade the
+    same GPUs back and forth pass after pass (0: the rank rule ``may_take_from`` alone)."""
+    return config.rebalance_hysteresis <= 0 or victim_ratio >= preemptor_ratio * (
+        1.0 + config.rebalance_hysteresis
+    )
+
+
+# -- the lane for short work (DESIGN 5.7) --------------------------------------------------------
+def is_short(workload: PendingWorkload, config: PolicyConfig) -> bool:
+    """Short work, which the lane serves: at most ``config.short_max_gpus`` GPUs, and the debug
+    or interactive class or a declared maximum runtime of at most ``config.short_max_runtime_s``."""
+    if workload.gpus > config.short_max_gpus:
+        return False
+    runtime = workload.max_runtime_s
+    return workload.workload_class in ("debug", "interactive") or (
+        runtime is not None and runtime <= config.short_max_runtime_s
+    )
+
+
+def short_lane_gpus(healthy_gpus: int, config: PolicyConfig) -> int:
+    """GPUs that other work must leave free for short work: ``short_lane_fraction`` of the
+    healthy GPUs, rounded up (0: no lane)."""
+    if config.short_lane_fraction <= 0:
+        return 0
+    return math.ceil(healthy_gpus * config.short_lane_fraction)
+
+
+def leaves_lane(free_gpus: int, gpus: int, lane: int) -> bool:
+    """May work that is not short take ``gpus`` of ``free_gpus`` (unreserved)? Only if ``lane``
+    GPUs stay free after it."""
+    return free_gpus - gpus >= lane
 
 
 # -- the Fair Tree (DESIGN 5 step 3) -------------------------------------------------------------

@@ -71,6 +71,8 @@ class RunningWorkload:
     expected_end: float | None = None  # started_at + declared max runtime, when declared
     submitted_at: float = 0.0
     priority: int = 0  # only read by the "priority" ordering: a strictly higher class may preempt it
+    checkpoint_interval_s: float | None = None  # resumable work saves its progress this often
+    idle: bool = False  # an interactive session busy under 10% over the last 30 minutes
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,7 @@ class PendingWorkload:
     held_at: float | None = None
     held_note: str = ""
     priority: int = 0  # only read by the "priority" ordering (the old world, for the simulator)
+    checkpoint_interval_s: float | None = None  # resumable work saves its progress this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,25 @@ class PolicyConfig:
     reservation: bool = True
     backfill: bool = True
     settle: bool = True  # re-walk until nothing changes, so re-planning the result preempts nothing
+    # Preemption that weighs the work it throws away, and the lane for short work (DESIGN 5.5,
+    # 5.7). Off in a bare PolicyConfig, which plans as before them; ``GOODPUT`` turns them on.
+    goodput_victims: bool = False  # victims lose the least work: idle sessions, then since checkpoint
+    end_work_margin: float = 0.0  # ending funded work needs the preemptor at most (1 - this) of its share
+    rebalance_hysteresis: float = 0.0  # a funded victim's ratio must exceed the preemptor's x (1 + this)
+    short_lane_fraction: float = 0.0  # GPUs kept free for short work, as a fraction of healthy GPUs
+    short_max_runtime_s: float = 1800.0  # short work: debug or interactive, or a declared runtime this short
+    short_max_gpus: int = 2  # ... on at most this many GPUs
+
+
+# The rules of issue 17 as the live pass and the simulator's "fairshare" run them (PolicyConfig
+# leaves them off, so that a bare config plans as before them); the values are measured in
+# docs/simulator.md ("Outcomes on real traces").
+GOODPUT: Mapping[str, object] = {
+    "goodput_victims": True,
+    "end_work_margin": 0.5,
+    "rebalance_hysteresis": 0.25,
+    "short_lane_fraction": 0.02,
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,12 +6,13 @@ Owned by the pass's preemptor (preempting.py), whose attempts read these orders.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from scheduling.policy.capacity import Capacity
 from scheduling.policy.changes import Changes
-from scheduling.policy.rules import is_protected, work_lost
+from scheduling.policy.rules import clear_gap, ends_work_allowed, goodput_victim_key, is_protected, work_lost
 from scheduling.policy.standing import Standing
 from scheduling.policy.types import PendingWorkload, PolicyConfig, RunningWorkload
 
@@ -69,8 +70,7 @@ class VictimOrders:
             keys = allowed.keys()
             return sum(nodes for allocations, nodes in needs.items() if allocations <= keys)
         assert order.generation == self.changes.generation, "an order is read in its own standing only"
-        known, candidates, preemptor = order.reach, self.capacity.candidates, order.workload.allocation
-        ranks_at_or_below, charged = self.standing.tree.ranks_at_or_below, self.charged(order)
+        known, preemptor = order.reach, order.workload.allocation
         count = 0
         for allocations, nodes in needs.items():
             if not nodes:  # (a carried count may keep an entry of no nodes: nothing to judge)
@@ -80,10 +80,8 @@ class VictimOrders:
                 if verdict is None:
                     if allocation == preemptor:
                         verdict = bool(self.peers(order))
-                    else:  # the test of ``_allowed_allocations``, for this key alone
-                        verdict = (allocation, True) in candidates and ranks_at_or_below(
-                            allocation, preemptor, charged
-                        )
+                    else:
+                        verdict = self.takes_from(order, allocation)
                     known[allocation] = verdict
                 if not verdict:
                     break
@@ -131,21 +129,30 @@ class VictimOrders:
         ordered: list[RunningWorkload] = []
         for *_, victims in groups:
             ordered.extend(victims)
+        now, config = self.now, self.config
         if not self.standing.fairshare:
-            ordered.sort(key=lambda victim: (victim.priority, *work_lost(victim, self.now)))
+            ordered.sort(key=lambda victim: (victim.priority, *work_lost(victim, now, config)))
+        elif config.goodput_victims:
+            ordered.sort(key=lambda victim: goodput_victim_key(victim, now, config))
         return ordered
 
     def in_order(self, key: tuple[str, bool], running: list[RunningWorkload]) -> list[RunningWorkload]:
-        """``running``, the candidates of ``key``, in preemption order: the carried filing hands
-        the work that is not resumable (it follows the resumable work) out in start order, and it
-        is sorted by work lost at ``now`` the first time a victim order reads it (``_victim_groups``,
-        before ``_unshielded`` keeps a copy): few passes read any victims, and those read few
-        keys'. The same stable sort as afresh."""
-        if not self.capacity.candidates_ordered and key not in self.ordered_keys:
+        """``running``, the candidates of ``key``, in preemption order (``rules.work_lost``), sorted
+        the first time a victim order reads it (``victim_groups``, before ``unshielded_of`` keeps a
+        copy): few passes read any victims, and those read few keys'. The carried filing hands the
+        work that is not resumable (it follows the resumable work) out in start order; weighing
+        checkpoints, resumable work too is sorted. The same stable sort as afresh."""
+        if key in self.ordered_keys:
+            return running
+        now, config = self.now, self.config
+        if config.goodput_victims:
+            self.ordered_keys.add(key)
+            running.sort(key=lambda victim: work_lost(victim, now, config))
+        elif not self.capacity.candidates_ordered:
             self.ordered_keys.add(key)
             split = next((at for at, victim in enumerate(running) if not victim.resumable), len(running))
             if len(running) - split > 1:
-                running[split:] = sorted(running[split:], key=lambda victim: work_lost(victim, self.now))
+                running[split:] = sorted(running[split:], key=lambda victim: work_lost(victim, now))
         return running
 
     def unshielded_of(self, allocation: str, running: list[RunningWorkload]) -> list[RunningWorkload]:
@@ -188,17 +195,44 @@ class VictimOrders:
             return {allocation: test for allocation, _ in self.capacity.candidates}
         # As if charged: the comparisons read the charged values on the side; the tree itself is
         # not changed, so an attempt (even one a walk that records nothing skips) moves no standing.
-        preemptor, charged = workload.allocation, self.charged(order)
-        ranks_at_or_below = self.standing.tree.ranks_at_or_below
+        preemptor = workload.allocation
+        verdict = self._verdict(order)
         allowed: dict = {
-            allocation: True
+            allocation: verdict
             for allocation, funded in self.capacity.candidates
-            if funded and allocation != preemptor and ranks_at_or_below(allocation, preemptor, charged)
+            if funded and allocation != preemptor and self.takes_from(order, allocation)
         }
         peers = self.peers(order)
         if peers:
-            allowed[preemptor] = lambda victim: victim.user in peers
+            if verdict is True:
+                allowed[preemptor] = lambda victim: victim.user in peers
+            else:
+                allowed[preemptor] = lambda victim: victim.user in peers and victim.resumable
         return allowed
+
+    def takes_from(self, order: _Order, allocation: str) -> bool:
+        """May ``order``'s workload preempt the funded work of ``allocation``, another allocation
+        with candidates? Only if it still ranks at or below the preemptor's after the move (the
+        no-flip-flop rule, ``rules.may_take_from``, read as if charged: the tree is not changed,
+        so an attempt moves no standing) and, with a hysteresis, by a clear gap (``rules.clear_gap``)."""
+        preemptor = order.workload.allocation
+        if (allocation, True) not in self.capacity.candidates:
+            return False
+        if not self.standing.tree.ranks_at_or_below(allocation, preemptor, self.charged(order)):
+            return False
+        if self.config.rebalance_hysteresis <= 0:
+            return True
+        return clear_gap(self.global_ratio(allocation), self.global_ratio(preemptor), self.config)
+
+    def _verdict(self, order: _Order) -> Callable[[RunningWorkload], bool] | bool:
+        """What may be taken from an allowed funded allocation: all of its candidates, or only
+        resumable work when ending work needs a clearer margin than the preemptor has
+        (``rules.ends_work_allowed``)."""
+        if self.config.end_work_margin <= 0:
+            return True
+        if ends_work_allowed(self.global_ratio(order.workload.allocation), self.config):
+            return True
+        return _RESUMABLE
 
     def charged(self, order: _Order) -> dict[str, float]:
         """The preemptor's chain as charging ``order``'s workload would leave it (made once)."""
@@ -238,6 +272,7 @@ class VictimOrders:
 
 
 _USER = attrgetter("user")
+_RESUMABLE = attrgetter("resumable")
 _TIERS = ("tiers",)  # ``pools`` key of a standing's global ratios (``_ordered_victims``)
 
 

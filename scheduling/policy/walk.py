@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from scheduling.policy.outcome_keys import NoCapacity, OutcomeKey
 from scheduling.policy.queues import SUBMIT_ORDER
-from scheduling.policy.rules import INFINITE, cannot_delay
-from scheduling.policy.types import AllocationPath, PendingWorkload
+from scheduling.policy.rules import INFINITE, cannot_delay, is_short
+from scheduling.policy.types import AllocationPath, PendingWorkload, PolicyConfig
 
 if TYPE_CHECKING:
     from scheduling.policy.planner import _Pass
@@ -32,14 +32,18 @@ CHECK_AFTER_MISSES = 32  # workloads tried in a row without a start before askin
 
 # What decides how a workload fails while nothing frees up: (GPUs, GPUs per node, GPU type: its
 # shape; allocation: its funding, standing and limits; priority; may it use reserved nodes, as
-# far as the workload decides it: ``rules.cannot_delay``). A plain tuple: the walk builds one for
-# nearly every pending workload, and a NamedTuple's construction measured ~0.6 us more each
-# (~30 ms in a pass over 50,000; benchmarks.policy_pass).
-Signature = tuple[int, int | None, str | None, AllocationPath, int, bool]
+# far as the workload decides it: ``rules.cannot_delay``; may it use the lane for short work:
+# ``rules.is_short``, False without a lane). A plain tuple: the walk builds one for nearly every
+# pending workload, and a NamedTuple's construction measured 0.38 us more each here (0.45
+# against 0.07 us; ~20 ms in a pass over 50,000 pending, ~110 ms of CPU; benchmarks.policy_pass).
+Signature = tuple[int, int | None, str | None, AllocationPath, int, bool, bool]
 
 
-def signature(workload: PendingWorkload, now: float, reservation_start: float) -> Signature:
-    """``workload``'s signature while the reserved job starts at ``reservation_start``."""
+def signature(
+    workload: PendingWorkload, now: float, reservation_start: float, lane: PolicyConfig | None
+) -> Signature:
+    """``workload``'s signature while the reserved job starts at ``reservation_start``;
+    ``lane``: the configuration when short work has a lane, else None."""
     return (
         workload.gpus,
         workload.gpus_per_node,
@@ -47,6 +51,7 @@ def signature(workload: PendingWorkload, now: float, reservation_start: float) -
         workload.allocation,
         workload.priority,
         cannot_delay(workload, now, reservation_start),
+        lane is not None and is_short(workload, lane),
     )
 
 
@@ -67,7 +72,8 @@ class Walk:
         self.waited = len(planning.blocked)
         # Victims go back into the first walk's queues (``_Pass._requeue``): only it meets them again.
         self.first, self.evicted = queues is planning.queues, len(planning.preemptor.preemptions)
-        self.skip = FastSkip(self.failed, planning.now, self.reservation_start)
+        self.lane = planning.config if planning.lane else None  # see ``signature``
+        self.skip = FastSkip(self.failed, planning.now, self.reservation_start, self.lane)
 
     def run(self) -> None:
         for queue in self.queues:
@@ -128,13 +134,13 @@ class Walk:
     def _next_recorded(self, items: deque[PendingWorkload]) -> tuple[int, tuple | None]:
         """Take workloads off ``items``, recording each like one that failed with that one's
         outcome, up to the first one unlike any: (how many were taken, (it, its signature))."""
-        failed, now, start = self.failed, self.planning.now, self.reservation_start
+        failed, now, start, lane = self.failed, self.planning.now, self.reservation_start, self.lane
         append = self.planning.blocked.append
         taken = 0
         while items:
             workload = items.popleft()
             taken += 1
-            found = signature(workload, now, start)
+            found = signature(workload, now, start, lane)
             key = failed.get(found)
             if key is None:
                 return taken, (workload, found)
@@ -168,25 +174,32 @@ class FastSkip:
     that skips them ends exactly where the walk that takes them would; only the count of the
     workloads taken (for the check after ``CHECK_AFTER_MISSES`` misses) is kept."""
 
-    def __init__(self, failed: dict[Signature, OutcomeKey], now: float, reservation_start: float) -> None:
+    def __init__(
+        self,
+        failed: dict[Signature, OutcomeKey],
+        now: float,
+        reservation_start: float,
+        lane: PolicyConfig | None,
+    ) -> None:
+        self.lane = lane
         self.failed, self.now = failed, now  # the walk's own ``failed``: cleared, never replaced
         self.reservation_start = reservation_start  # kept in step by the walk
 
     def passed_over(self, workloads: Sequence[PendingWorkload]) -> bool:
         """Is every one of ``workloads`` like one that failed?"""
-        failed, now, start = self.failed, self.now, self.reservation_start
+        failed, now, start, lane = self.failed, self.now, self.reservation_start, self.lane
         for workload in workloads:  # noqa: SIM110 - a loop, not all() over a generator: the hot path
-            if signature(workload, now, start) not in failed:
+            if signature(workload, now, start, lane) not in failed:
                 return False
         return True
 
     def leading_hits(self, items: deque[PendingWorkload]) -> tuple[int, tuple | None]:
         """Drop the hits at the front of ``items`` and take the first miss: (how many were taken,
         (the miss, its signature)), or (the hits, None) when all were hits (``items`` emptied)."""
-        failed, now, start = self.failed, self.now, self.reservation_start
+        failed, now, start, lane = self.failed, self.now, self.reservation_start, self.lane
         hits = 0
         for workload in items:
-            found = signature(workload, now, start)
+            found = signature(workload, now, start, lane)
             if found not in failed:
                 break
             hits += 1

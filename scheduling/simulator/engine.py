@@ -96,7 +96,13 @@ def _pending_workload(spec: SimJob) -> PendingWorkload:
         resumable=spec.resumable,
         max_runtime_s=spec.max_runtime_s,
         priority=spec.priority,
+        checkpoint_interval_s=_checkpoint_interval(spec),
     )
+
+
+def _checkpoint_interval(spec: SimJob) -> float | None:
+    """How often the policy may count on ``spec`` saving its progress (None: continuously, or never)."""
+    return spec.checkpoint_s if spec.resumable and spec.checkpoint_s > 0 else None
 
 
 class Engine:
@@ -371,6 +377,7 @@ class Engine:
             expected_end=None if max_runtime is None else self.now + max_runtime,
             submitted_at=spec.submit_s,
             priority=spec.priority,
+            checkpoint_interval_s=_checkpoint_interval(spec),
         )
 
     def _record_start(self, state: JobState) -> None:

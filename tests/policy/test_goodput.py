@@ -1,0 +1,142 @@
+"""The rules of issue 17, each on a case worked out by hand: preemption that weighs the work it
+throws away (checkpoints, idle sessions, a clear margin before ending work, no churn near a
+tie) and the lane that lets short work start on a full cluster. Each case is planned with the
+rule on and off, so a test fails if the rule stops deciding it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduling.policy import PolicyConfig, plan
+from scheduling.policy.replay import after_plan
+from scheduling.policy.types import GOODPUT
+from tests.policy.builders import HOUR, NOW, nodes, pending, running, snapshot, tree
+
+OFF = PolicyConfig()
+ON = replace(OFF, **GOODPUT)
+MINUTE = 60.0
+
+# "org/a" has used nothing; "org/b" has used far more than its (equal) share.
+TWO = tree(("org", None, 100), ("org/a", "org", 50), ("org/b", "org", 50))
+OVER_SERVED = {"org/a": 0.0, "org/b": 1e9}
+
+
+def preempted(config: PolicyConfig, state) -> list[int]:
+    return sorted(p.workload_id for p in plan(state, NOW, config, explain=False).preemptions)
+
+
+def test_the_victim_that_just_checkpointed_goes_first():
+    # Two resumable 8-GPU jobs of org/b checkpoint every 30 minutes: 11 started 2 h 1 min ago
+    # (1 minute since its last checkpoint: 8 GPU-minutes to lose), 12 started 2 h 29 min ago
+    # (29 minutes: 232 GPU-minutes). org/a needs one node.
+    state = snapshot(
+        TWO,
+        nodes(2),
+        run=[
+            running(11, "org/b", {"n0": 8}, started_at=NOW - 2 * HOUR - MINUTE, checkpoint_interval_s=1800.0),
+            running(
+                12, "org/b", {"n1": 8}, started_at=NOW - 2 * HOUR - 29 * MINUTE, checkpoint_interval_s=1800.0
+            ),
+        ],
+        queue=[pending(1, "org/a", 8)],
+        usage=OVER_SERVED,
+    )
+    assert preempted(ON, state) == [11]
+    assert preempted(OFF, state) == [11]  # resumable work loses nothing without checkpoints: id order
+    later = replace(
+        state, running=tuple(replace(w, started_at=w.started_at + 2 * MINUTE) for w in state.running)
+    )
+    # 2 minutes later 11 is 29 minutes past its checkpoint and 12 has just checkpointed
+    assert preempted(ON, later) == [12]
+    assert preempted(OFF, later) == [11]
+
+
+def test_an_idle_session_goes_before_a_busy_one():
+    # Two interactive sessions of org/b, past their protection: 21 busy and started an hour ago,
+    # 22 idle and started three hours ago (more work to lose, if it were working).
+    state = snapshot(
+        TWO,
+        nodes(2),
+        run=[
+            running(
+                21, "org/b", {"n0": 8}, started_at=NOW - HOUR, resumable=False, workload_class="interactive"
+            ),
+            running(
+                22,
+                "org/b",
+                {"n1": 8},
+                started_at=NOW - 3 * HOUR,
+                resumable=False,
+                workload_class="interactive",
+                idle=True,
+            ),
+        ],
+        queue=[pending(1, "org/a", 8)],
+        usage=OVER_SERVED,
+    )
+    assert preempted(ON, state) == [22]
+    assert preempted(OFF, state) == [21]  # least work lost alone
+
+
+def near_tie(usage_a: float):
+    """org/b runs a non-resumable job past its protection; org/a waits with ``usage_a``."""
+    return snapshot(
+        TWO,
+        nodes(1),
+        run=[running(31, "org/b", {"n0": 8}, resumable=False)],
+        queue=[pending(1, "org/a", 8)],
+        usage={"org/a": usage_a, "org/b": 10 * HOUR * 8},
+    )
+
+
+def test_a_near_tie_does_not_end_non_resumable_work():
+    # org/a has used 90% of what org/b used (equal budgets): the rank rule alone lets it take
+    # org/b's node and end job 31; the margin (org/a is not under half its share) and the
+    # hysteresis (org/b is not 25% above org/a) keep the work.
+    state = near_tie(0.9 * 10 * HOUR * 8)
+    assert preempted(OFF, state) == [31]
+    assert preempted(ON, state) == []
+    assert preempted(replace(ON, end_work_margin=0.0), state) == []  # the hysteresis alone
+    assert preempted(replace(ON, rebalance_hysteresis=0.0), state) == []  # the margin alone
+
+
+def test_an_allocation_far_under_its_share_still_takes_its_gpus_back():
+    # org/a has used a tenth of what org/b used: well under its share, it may end the work.
+    assert preempted(ON, near_tie(0.1 * 10 * HOUR * 8)) == [31]
+
+
+def test_a_margin_still_lets_resumable_work_be_requeued():
+    state = replace(near_tie(0.9 * 10 * HOUR * 8), running=(running(31, "org/b", {"n0": 8}),))
+    assert preempted(replace(ON, rebalance_hysteresis=0.0), state) == [31]
+
+
+def test_a_debug_job_starts_in_the_next_pass_on_a_full_cluster():
+    # 4 nodes x 8 GPUs; the lane keeps ceil(2% of 32) = 1 GPU free. org/b's batch queue (each
+    # job protected for an hour once started) would fill every GPU; one pass later a funded
+    # debug job of org/a arrives: without the lane it waits an hour for protection to end.
+    batch = [pending(100 + i, "org/b", 1, user="bob", min_runtime_s=HOUR) for i in range(40)]
+    first = snapshot(TWO, nodes(4), queue=batch)
+    for config, starts in ((ON, 31), (OFF, 32)):
+        result = plan(first, NOW, config, explain=False)
+        assert len(result.starts) == starts
+        later = after_plan(first, result, NOW)
+        debug = pending(1, "org/a", 1, workload_class="debug", max_runtime_s=600.0, submitted_at=NOW + 5.0)
+        second = replace(later, pending=(*later.pending, debug))
+        started = {start.workload_id for start in plan(second, NOW + 10.0, config, explain=False).starts}
+        assert (1 in started) is (config is ON)
+
+
+def test_work_that_is_not_short_is_told_the_lane_keeps_it_waiting():
+    # 4 GPUs free on the one node, half of the node's 8 kept for short work: a 4-GPU batch job
+    # waits and is told why; a 1-GPU debug job starts on the same GPUs.
+    run = [running(41, "org/b", {"n0": 4}, resumable=False)]
+    lane = replace(ON, short_lane_fraction=0.5)
+    batch = plan(snapshot(TWO, nodes(1), run=run, queue=[pending(1, "org/a", 4)]), NOW, lane)
+    assert batch.starts == ()
+    reason = batch.reasons[0]
+    assert "the last 4 free GPUs are kept for short work" in reason.message
+    assert reason.params["kept_for_short"] == 4
+    debug = pending(2, "org/a", 1, workload_class="debug")
+    assert [
+        s.workload_id for s in plan(snapshot(TWO, nodes(1), run=run, queue=[debug]), NOW, lane).starts
+    ] == [2]
