@@ -300,7 +300,9 @@ def _session() -> dict:
 SIMULATED_CONFIGS = {
     "fairshare": PolicyConfig(ordering="fairshare"),
     "priority": PolicyConfig(ordering="priority", contract=False, reservation=False, backfill=False),
-    "fifo": PolicyConfig(ordering="fifo", contract=False, preemption=False, reservation=False, backfill=False),
+    "fifo": PolicyConfig(
+        ordering="fifo", contract=False, preemption=False, reservation=False, backfill=False
+    ),
 }
 
 
