@@ -5,10 +5,13 @@ import json
 import pytest
 
 from benchmarks.fidelity import agrees, average_ranks, replay, spearman, within_factor
-from scheduling.simulator import policy_config
+from scheduling.simulator import policy_config, run_simulation
 from scheduling.simulator.engine import Engine
 from scheduling.simulator.model import SimJob, SimulationInput
+from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario
 from scheduling.simulator.traces import budget_tree, cluster_nodes
+
+SMALL = Ai2Parameters(days=0.5, nodes=12, teams=3, researchers=12, warmup_days=0.25, node_mtbf_days=5.0)
 
 # Four 1-GPU nodes. A runs; B (all four) reserves for t = 1000, when A declares it ends; C ends
 # by then and backfills; D would end too late and E declares no runtime: both wait for B.
@@ -86,3 +89,12 @@ def test_the_fidelity_replay_matches_jobs_by_id_and_compares_their_waits(tmp_pat
     # ranks (1.5, 3, 1.5) against (1, 2, 3): deviations (-0.5, 1, -0.5) and (-1, 0, 1), covariance 0
     assert everything["spearman"] == pytest.approx(0.0)
     assert row["wide"]["jobs"] == 0
+
+
+@pytest.mark.parametrize("policy", ["easy", "slurm"])
+def test_the_baselines_replay_a_lab_byte_identically_and_never_preempt(policy):
+    first = run_simulation(ai2_scenario(SMALL), policy=policy)
+    second = run_simulation(ai2_scenario(SMALL), policy=policy)
+    assert first.to_json(wall_clock=False) == second.to_json(wall_clock=False)
+    assert first.summary["jobs"] > 20
+    assert first.summary["preemptions"] == 0
