@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         "--json", action="store_true", help="print one JSON object (the default prints it too)"
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs per case; the median is reported")
-    parser.add_argument("--policy", default="fairshare", help="fairshare, priority or fifo")
+    parser.add_argument("--policy", default="fairshare", help="fairshare, priority, fifo, easy or slurm")
     parser.add_argument("--skip-tenfold", action="store_true", help="only the 1,000-GPU month")
     parser.add_argument(
         "--limit-s", type=float, default=None, help="stop a run after this long and extrapolate"

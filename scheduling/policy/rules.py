@@ -9,6 +9,7 @@ These are pure functions of their arguments: the pass hands them what they read 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from scheduling.policy.types import PendingWorkload, PolicyConfig, Reservation, RunningWorkload
 
@@ -156,10 +157,22 @@ def release_at(workload: RunningWorkload, now: float, preemptive: bool = True) -
 def cannot_delay(workload: PendingWorkload, now: float, reservation_start: float) -> bool:
     """Could ``workload``, started at ``now``, not delay a reserved job starting at
     ``reservation_start`` (``-inf``: nothing reserved)? Yes when it asks no minimum runtime (it
-    can be preempted whenever the reserved job needs the nodes) or when it ends (declared
-    maximum runtime) by then."""
+    can be preempted whenever the reserved job needs the nodes) or when it ``ends_in_time``."""
+    return workload.min_runtime_s <= 0 or ends_in_time(workload, now, reservation_start)
+
+
+def ends_in_time(workload: PendingWorkload, now: float, reservation_start: float) -> bool:
+    """Does ``workload``, started at ``now``, end by ``reservation_start`` at the latest, by its
+    declared maximum runtime? Never when it declares none."""
     runtime = workload.max_runtime_s
-    return workload.min_runtime_s <= 0 or (runtime is not None and now + runtime <= reservation_start)
+    return runtime is not None and now + runtime <= reservation_start
+
+
+def backfill_test(config: PolicyConfig) -> Callable[[PendingWorkload, float, float], bool]:
+    """What of a workload alone decides whether it may use reserved nodes (``may_backfill``),
+    given ``(workload, now, reservation_start)``: ``ends_in_time`` under EASY
+    (``backfill_by="max_runtime"``), else ``cannot_delay``."""
+    return ends_in_time if config.backfill_by == "max_runtime" else cannot_delay
 
 
 def may_backfill(
@@ -168,12 +181,18 @@ def may_backfill(
     """May ``workload`` use the reserved nodes? Yes when nothing is reserved. The reserved start
     ``reservation.start_at`` counts as never when it is unknown (None or 0).
 
-    Only if it cannot delay the reservation: backfill is on, and it will not be protected once
-    started (unfunded work, or no contract: it can be preempted when the reserved job starts)
-    or it ``cannot_delay`` the reserved start. (Work of one allocation, so of one funding, under
-    one configuration that agrees on ``cannot_delay`` agrees on this.)"""
+    Only if it cannot delay the reservation: backfill is on, and by ``config.backfill_by``:
+    "release" (the drain rule): it will not be protected once started (unfunded work, or no
+    contract: it can be preempted when the reserved job starts) or it ``cannot_delay`` the
+    reserved start; "max_runtime" (EASY, for worlds without preemption): it ``ends_in_time`` by
+    its declared maximum runtime, whatever its funding and minimum runtime. (Work of one
+    allocation, so of one funding, under one configuration that agrees on ``cannot_delay``
+    agrees on the drain rule.)"""
     if reservation is None:
         return True
     if not config.backfill:
         return False
-    return not (config.contract and funded) or cannot_delay(workload, now, reservation.start_at or INFINITE)
+    start = reservation.start_at or INFINITE
+    if config.backfill_by == "max_runtime":
+        return ends_in_time(workload, now, start)
+    return not (config.contract and funded) or cannot_delay(workload, now, start)

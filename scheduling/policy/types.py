@@ -129,6 +129,10 @@ class PolicyConfig:
     reservation: bool = True
     backfill: bool = True
     settle: bool = True  # re-walk until nothing changes, so re-planning the result preempts nothing
+    # What lets work use reserved nodes (rules.may_backfill): "release", the drain rule (work that
+    # can be preempted in time, or ends in time); "max_runtime", EASY: only work whose declared
+    # maximum runtime ends by the reserved start (for worlds without preemption: "easy", "slurm").
+    backfill_by: Literal["release", "max_runtime"] = "release"
     # Preemption that weighs the work it throws away, and the lane for short work (DESIGN 5.5,
     # 5.7). Off in a bare PolicyConfig, which plans as before them; ``GOODPUT`` turns them on.
     goodput_victims: bool = False  # victims lose the least work: idle sessions, then since checkpoint

@@ -19,13 +19,20 @@ from scheduling.simulator.result import SimulationResult, summarize
 
 # The worlds to compare. "priority" is the scheduler being replaced: static classes that
 # everyone sets high, first come first served inside a class, no contract (nothing protected),
-# preemption only by a higher class, no reservations for large jobs. "fifo": submit order only.
+# preemption only by a higher class, no reservations for large jobs. "fifo": submit order only,
+# greedy (whatever fits starts). "easy": first come first served with EASY backfill: the first
+# job that cannot start reserves the nodes that free first, by the running work's declared
+# maximum runtimes, and later work uses them only if its own declared maximum runtime ends by
+# then; no preemption. "slurm": a Slurm site out of the box: Fair Tree priority over the same
+# budget tree and usage as "fairshare", the same EASY backfill, no preemption, nothing protected.
 POLICIES: dict[str, PolicyConfig] = {
     "fairshare": PolicyConfig(ordering="fairshare"),
     "priority": PolicyConfig(ordering="priority", contract=False, reservation=False, backfill=False),
     "fifo": PolicyConfig(
         ordering="fifo", contract=False, preemption=False, reservation=False, backfill=False
     ),
+    "easy": PolicyConfig(ordering="fifo", contract=False, preemption=False, backfill_by="max_runtime"),
+    "slurm": PolicyConfig(ordering="fairshare", contract=False, preemption=False, backfill_by="max_runtime"),
 }
 
 __all__ = [
