@@ -87,6 +87,18 @@ def ends_work_allowed(preemptor_ratio: float, config: PolicyConfig) -> bool:
     return config.end_work_margin <= 0 or preemptor_ratio <= 1.0 - config.end_work_margin
 
 
+def acceptable_loss(victim: RunningWorkload, now: float, config: PolicyConfig, may_end: bool) -> bool:
+    """May rebalancing preempt funded ``victim``, judged by the work it would throw away? Work
+    that is not resumable only when ending it is allowed (``may_end``: ``ends_work_allowed``);
+    resumable work only when it lost at most ``config.max_loss_per_gpu_s`` seconds of each GPU's
+    work since its last checkpoint (``work_lost``; None: any), so a victim about to checkpoint is
+    left to do it and taken after."""
+    if not victim.resumable:
+        return may_end
+    limit = config.max_loss_per_gpu_s
+    return limit is None or work_lost(victim, now, config)[0] <= limit * victim.gpus
+
+
 def clear_gap(victim_ratio: float, preemptor_ratio: float, config: PolicyConfig) -> bool:
     """Hysteresis between funded allocations: a preemptor may take from a funded allocation only
     if that allocation's usage/budget ratio is above its own by the factor

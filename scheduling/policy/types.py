@@ -138,6 +138,7 @@ class PolicyConfig:
     goodput_victims: bool = False  # victims lose the least work: idle sessions, then since checkpoint
     end_work_margin: float = 0.0  # ending funded work needs the preemptor at most (1 - this) of its share
     rebalance_hysteresis: float = 0.0  # a funded victim's ratio must exceed the preemptor's x (1 + this)
+    max_loss_per_gpu_s: float | None = None  # resumable victims: at most this long since checkpoint
     short_lane_fraction: float = 0.0  # GPUs kept free for short work, as a fraction of healthy GPUs
     short_max_runtime_s: float = 1800.0  # short work: debug or interactive, or a declared runtime this short
     short_max_gpus: int = 2  # ... on at most this many GPUs

@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from scheduling.policy.capacity import Capacity
 from scheduling.policy.changes import Changes
-from scheduling.policy.rules import clear_gap, ends_work_allowed, goodput_victim_key, is_protected, work_lost
+from scheduling.policy.rules import (
+    acceptable_loss,
+    clear_gap,
+    ends_work_allowed,
+    goodput_victim_key,
+    is_protected,
+    work_lost,
+)
 from scheduling.policy.standing import Standing
 from scheduling.policy.types import PendingWorkload, PolicyConfig, RunningWorkload
 
@@ -225,14 +232,17 @@ class VictimOrders:
         return clear_gap(self.global_ratio(allocation), self.global_ratio(preemptor), self.config)
 
     def _verdict(self, order: _Order) -> Callable[[RunningWorkload], bool] | bool:
-        """What may be taken from an allowed funded allocation: all of its candidates, or only
-        resumable work when ending work needs a clearer margin than the preemptor has
-        (``rules.ends_work_allowed``)."""
-        if self.config.end_work_margin <= 0:
+        """What may be taken from an allowed funded allocation: all of its candidates, or only the
+        work whose loss is acceptable (``rules.acceptable_loss``): ending work needs a clearer
+        margin than the preemptor may have (``rules.ends_work_allowed``)."""
+        config = self.config
+        if config.end_work_margin <= 0 and config.max_loss_per_gpu_s is None:
             return True
-        if ends_work_allowed(self.global_ratio(order.workload.allocation), self.config):
+        may_end = ends_work_allowed(self.global_ratio(order.workload.allocation), config)
+        if may_end and config.max_loss_per_gpu_s is None:
             return True
-        return _RESUMABLE
+        now = self.now
+        return lambda victim: acceptable_loss(victim, now, config, may_end)
 
     def charged(self, order: _Order) -> dict[str, float]:
         """The preemptor's chain as charging ``order``'s workload would leave it (made once)."""
