@@ -27,7 +27,7 @@ from scheduling.policy.changes import Changes
 from scheduling.policy.explaining import Explainer
 from scheduling.policy.inventory import file_afresh, node_facts
 from scheduling.policy.outcome_keys import OutcomeKey, Settled
-from scheduling.policy.placement import FreeIndex
+from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preempting import Preempted, Preemptor
 from scheduling.policy.queues import (
     FairShareQueue,
@@ -282,7 +282,7 @@ class _Pass:
             )
         backfill = reserver.may_backfill(workload)
         placed = capacity.place(shape, backfill)
-        if placed is not None and self._takes_lane(workload, placed[1]):
+        if placed is not None and self._takes_lane(workload, shape, placed[1]):
             node_size = capacity.node_size(shape)
             return self._wait(Settled(reasons.kept_for_short_work, (shape, node_size, self.lane)), workload)
         if placed is not None:
@@ -300,10 +300,13 @@ class _Pass:
             self._timed("reserve", lambda: reserver.reserve(workload, shape))
         return self._wait(self.explainer.blocked_key(workload, shape, backfill, failed), workload)
 
-    def _takes_lane(self, workload: PendingWorkload, index: FreeIndex) -> bool:
+    def _takes_lane(self, workload: PendingWorkload, shape: Shape, index: FreeIndex) -> bool:
         """Would ``workload``, placed on ``index``, take GPUs kept free for short work? Only work
-        that is not short, placed on unreserved nodes (``rules.is_short``, ``rules.leaves_lane``)."""
+        that is not short and takes part of a node, placed on unreserved nodes (``rules.is_short``,
+        ``rules.leaves_lane``, ``rules.lane_applies``)."""
         if not self.lane or index is not self.capacity.index or rules.is_short(workload, self.config):
+            return False
+        if not rules.lane_applies(workload.gpus, self.capacity.node_size(shape)):
             return False
         return not rules.leaves_lane(index.free_gpus(None), workload.gpus, self.lane)
 

@@ -21,7 +21,8 @@ class Reserver:
     ) -> None:
         self.capacity, self.standing, self.changes = capacity, standing, changes
         self.now, self.config = now, config
-        self.preemptive = standing.fairshare and config.preemption  # the release rule's drain
+        # the release rule's drain (``rules.release_at``): only where the waiter may preempt
+        self.preemptive = standing.fairshare and config.preemption and config.drain_release
         self.reservation: Reservation | None = None
         self.workload: PendingWorkload | None = None  # the reserved one
 

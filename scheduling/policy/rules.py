@@ -129,6 +129,13 @@ def short_lane_gpus(healthy_gpus: int, config: PolicyConfig) -> int:
     return math.ceil(healthy_gpus * config.short_lane_fraction)
 
 
+def lane_applies(gpus: int, node_size: int) -> bool:
+    """Does the lane hold back work of ``gpus`` GPUs on nodes of ``node_size``? Only work that
+    takes part of a node: work that needs whole nodes is never held back, or a job that needs
+    every GPU of a small cluster could never start."""
+    return gpus < node_size
+
+
 def leaves_lane(free_gpus: int, gpus: int, lane: int) -> bool:
     """May work that is not short take ``gpus`` of ``free_gpus`` (unreserved)? Only if ``lane``
     GPUs stay free after it."""

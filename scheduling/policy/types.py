@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 WorkloadId = int
 AllocationPath = str  # slug path of a budget node, e.g. "ai2/nlp/olmo"
@@ -139,6 +139,7 @@ class PolicyConfig:
     end_work_margin: float = 0.0  # ending funded work needs the preemptor at most (1 - this) of its share
     rebalance_hysteresis: float = 0.0  # a funded victim's ratio must exceed the preemptor's x (1 + this)
     max_loss_per_gpu_s: float | None = None  # resumable victims: at most this long since checkpoint
+    drain_release: bool = True  # reservations expect funded work back when its protection ends
     short_lane_fraction: float = 0.0  # GPUs kept free for short work, as a fraction of healthy GPUs
     short_max_runtime_s: float = 1800.0  # short work: debug or interactive, or a declared runtime this short
     short_max_gpus: int = 2  # ... on at most this many GPUs
@@ -147,11 +148,13 @@ class PolicyConfig:
 # The rules of issue 17 as the live pass and the simulator's "fairshare" run them (PolicyConfig
 # leaves them off, so that a bare config plans as before them); the values are measured in
 # docs/simulator.md ("Outcomes on real traces").
-GOODPUT: Mapping[str, object] = {
+GOODPUT: Mapping[str, Any] = {
     "goodput_victims": True,
-    "end_work_margin": 0.5,
+    "end_work_margin": 1.0,  # funded work that is not resumable ends only for an unused allocation
     "rebalance_hysteresis": 0.25,
-    "short_lane_fraction": 0.02,
+    "max_loss_per_gpu_s": 60.0,  # resumable victims: at most a minute of work since their checkpoint
+    "short_lane_fraction": 0.01,
+    "drain_release": False,  # funded work is no longer sure to be preempted when protection ends
 }
 
 

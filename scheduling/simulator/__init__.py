@@ -13,11 +13,14 @@ import time
 from typing import Any
 
 from scheduling.policy import PolicyConfig
+from scheduling.policy.types import GOODPUT
 from scheduling.simulator.engine import Engine, Planner, Progress
 from scheduling.simulator.model import NodeOutage, SimJob, SimulationError, SimulationInput
 from scheduling.simulator.result import SimulationResult, summarize
 
-# The worlds to compare. "priority" is the scheduler being replaced: static classes that
+# The worlds to compare. "fairshare": the policy as the live pass runs it, with issue 17's rules
+# (``GOODPUT``: victims that lose the least work, no ending of funded work for rebalancing, the
+# lane for short work). "priority" is the scheduler being replaced: static classes that
 # everyone sets high, first come first served inside a class, no contract (nothing protected),
 # preemption only by a higher class, no reservations for large jobs. "fifo": submit order only,
 # greedy (whatever fits starts). "easy": first come first served with EASY backfill: the first
@@ -26,7 +29,7 @@ from scheduling.simulator.result import SimulationResult, summarize
 # then; no preemption. "slurm": a Slurm site out of the box: Fair Tree priority over the same
 # budget tree and usage as "fairshare", the same EASY backfill, no preemption, nothing protected.
 POLICIES: dict[str, PolicyConfig] = {
-    "fairshare": PolicyConfig(ordering="fairshare"),
+    "fairshare": dataclasses.replace(PolicyConfig(ordering="fairshare"), **GOODPUT),
     "priority": PolicyConfig(ordering="priority", contract=False, reservation=False, backfill=False),
     "fifo": PolicyConfig(
         ordering="fifo", contract=False, preemption=False, reservation=False, backfill=False

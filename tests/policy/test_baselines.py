@@ -1,7 +1,6 @@
 """The baselines a user would pick instead of fair share (issue 17, point 5): ``easy`` (first come
 first served with EASY backfill) and ``slurm`` (Fair Tree with the same backfill, no preemption)."""
 
-
 from scheduling.policy import PolicyConfig, ReasonCode, plan
 from scheduling.simulator import policy_config
 from tests.policy.builders import HOUR, NOW, nodes, pending, reason_of, running, snapshot, tree

@@ -21,15 +21,15 @@ TWO = tree(("org", None, 100), ("org/a", "org", 50), ("org/b", "org", 50))
 OVER_SERVED = {"org/a": 0.0, "org/b": 1e9}
 
 
-def preempted(config: PolicyConfig, state) -> list[int]:
-    return sorted(p.workload_id for p in plan(state, NOW, config, explain=False).preemptions)
+def preempted(config: PolicyConfig, state, now: float = NOW) -> list[int]:
+    return sorted(p.workload_id for p in plan(state, now, config, explain=False).preemptions)
 
 
-def test_the_victim_that_just_checkpointed_goes_first():
-    # Two resumable 8-GPU jobs of org/b checkpoint every 30 minutes: 11 started 2 h 1 min ago
-    # (1 minute since its last checkpoint: 8 GPU-minutes to lose), 12 started 2 h 29 min ago
-    # (29 minutes: 232 GPU-minutes). org/a needs one node.
-    state = snapshot(
+def checkpointing():
+    """Two resumable 8-GPU jobs of org/b checkpoint every 30 minutes: 11 started 2 h 1 min ago
+    (1 minute since its last checkpoint), 12 started 2 h 29 min ago (29 minutes). org/a needs
+    one node."""
+    return snapshot(
         TWO,
         nodes(2),
         run=[
@@ -41,14 +41,23 @@ def test_the_victim_that_just_checkpointed_goes_first():
         queue=[pending(1, "org/a", 8)],
         usage=OVER_SERVED,
     )
-    assert preempted(ON, state) == [11]
-    assert preempted(OFF, state) == [11]  # resumable work loses nothing without checkpoints: id order
-    later = replace(
-        state, running=tuple(replace(w, started_at=w.started_at + 2 * MINUTE) for w in state.running)
-    )
-    # 2 minutes later 11 is 29 minutes past its checkpoint and 12 has just checkpointed
-    assert preempted(ON, later) == [12]
-    assert preempted(OFF, later) == [11]
+
+
+def test_the_victim_that_just_checkpointed_goes_first():
+    any_loss = replace(ON, max_loss_per_gpu_s=None)
+    assert preempted(any_loss, checkpointing()) == [11]  # 8 GPU-minutes lost, not 232
+    # 2 minutes later 11 is 3 minutes past its checkpoint and 12 has just checkpointed (1 minute)
+    assert preempted(any_loss, checkpointing(), NOW + 2 * MINUTE) == [12]
+    # without weighing checkpoints resumable work loses nothing either way: id order
+    assert preempted(OFF, checkpointing()) == preempted(OFF, checkpointing(), NOW + 2 * MINUTE) == [11]
+
+
+def test_a_victim_far_from_its_checkpoint_is_left_to_save_its_work_first():
+    # At most a minute per GPU may be lost: 30 s later job 11 is 90 s past its checkpoint and
+    # 12 is 29.5 minutes past its own: neither is taken; 30 s after that, 12 has checkpointed.
+    assert preempted(ON, checkpointing()) == [11]
+    assert preempted(ON, checkpointing(), NOW + 30.0) == []
+    assert preempted(ON, checkpointing(), NOW + MINUTE) == [12]
 
 
 def test_an_idle_session_goes_before_a_busy_one():
@@ -101,8 +110,11 @@ def test_a_near_tie_does_not_end_non_resumable_work():
 
 
 def test_an_allocation_far_under_its_share_still_takes_its_gpus_back():
-    # org/a has used a tenth of what org/b used: well under its share, it may end the work.
-    assert preempted(ON, near_tie(0.1 * 10 * HOUR * 8)) == [31]
+    # With a margin of 1 only an allocation that used nothing may end funded work; with a
+    # margin of 0.5, one that used a tenth of org/b's usage (equal budgets) may too.
+    assert preempted(ON, near_tie(0.0)) == [31]
+    assert preempted(ON, near_tie(0.1 * 10 * HOUR * 8)) == []
+    assert preempted(replace(ON, end_work_margin=0.5), near_tie(0.1 * 10 * HOUR * 8)) == [31]
 
 
 def test_a_margin_still_lets_resumable_work_be_requeued():
@@ -140,3 +152,13 @@ def test_work_that_is_not_short_is_told_the_lane_keeps_it_waiting():
     assert [
         s.workload_id for s in plan(snapshot(TWO, nodes(1), run=run, queue=[debug]), NOW, lane).starts
     ] == [2]
+
+
+def test_work_that_needs_whole_nodes_is_never_held_back_by_the_lane():
+    # One 4-GPU node and a lane of 2 GPUs: a 4-GPU job takes the whole node (else it never
+    # could), a 3-GPU job would leave 1 GPU for short work and waits.
+    lane = replace(ON, short_lane_fraction=0.5)
+    whole = plan(snapshot(TWO, nodes(1, gpus=4), queue=[pending(1, "org/a", 4)]), NOW, lane)
+    assert [s.workload_id for s in whole.starts] == [1]
+    part = plan(snapshot(TWO, nodes(1, gpus=4), queue=[pending(2, "org/a", 3)]), NOW, lane)
+    assert part.starts == ()
