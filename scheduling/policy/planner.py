@@ -139,7 +139,7 @@ class _Pass:
         self.changes = Changes()
         self.timings: dict[str, float] = {}
         self.starts: list[Start] = []
-        # walk order: (workload, its outcome key), or (None, an untried tail's groups: _leave_untried)
+        # walk order: (workload, its outcome key), or (None, an untried tail's groups: leave_untried)
         self.blocked: list[tuple[PendingWorkload, OutcomeKey] | tuple[None, list]] = []
         self.keys: dict[OutcomeKey, OutcomeKey] = {}  # outcome keys, interned
         self.requeued: dict[int, PendingWorkload] = {}  # preempted in this pass, back in the queue
