@@ -18,7 +18,8 @@ renames them, so Philly / Helios / Alibaba PAI style traces replay after a simpl
 | max_runtime_s   | no       | declared maximum runtime (used for backfill)                         |
 | priority        | no       | integer class for the old "priority" policy (default 0; without the  |
 |                 |          | column, from the class: debug and interactive 1, batch 0)            |
-| checkpoint_s    | no       | how often resumable work saves progress (default 1800)               |
+| checkpoint_s    | no       | how often resumable work saves progress (default 1800); the column   |
+|                 |          | may be named ``checkpoint_interval_s``, as the API names the field   |
 | busy            | no       | fraction of its GPU time the job computes, 0-1 (default 1)           |
 | id              | no       | the trace's own job id, kept for reference                           |
 
@@ -37,7 +38,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -64,6 +65,8 @@ TRACE_FIELDS = (
     "busy",
     "id",
 )
+# Other names a column may have: field -> its name elsewhere (the API's, the Workload model's).
+ALIASES = {"checkpoint_s": "checkpoint_interval_s"}
 EQUAL_SHARE_OF_CLUSTER = 0.85
 MAX_ERRORS_SHOWN = 20
 _TRUE, _FALSE = {"1", "true", "yes", "y", "t"}, {"0", "false", "no", "n", "f", ""}
@@ -145,6 +148,7 @@ def read_trace(path: str | Path, fmt: TraceFormat | None = None, *, skip_bad_row
     with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         header = list(reader.fieldnames or [])
+        fmt = _with_aliases(fmt, header)
         _check_header(source, header, fmt)
         has_priority = fmt.column("priority") in header
         rows, errors = [], []
@@ -178,6 +182,16 @@ def adjustment_warnings(source: str, counts: Mapping[str, int], first_line: Mapp
         for kind, message in ADJUSTMENTS.items()
         if counts[kind] and kind != "skipped_bad_rows"
     ]
+
+
+def _with_aliases(fmt: TraceFormat, header: list[str]) -> TraceFormat:
+    """``fmt`` reading a field from its other name (``ALIASES``) when the file has that column,
+    not the field's own, and no ``--map`` renamed the field."""
+    columns = dict(fmt.columns)
+    for name, alias in ALIASES.items():
+        if name not in columns and name not in header and alias in header:
+            columns[name] = alias
+    return replace(fmt, columns=columns)
 
 
 def _check_header(source: str, header: list[str], fmt: TraceFormat) -> None:

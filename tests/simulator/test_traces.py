@@ -51,6 +51,14 @@ def test_it_reads_our_own_format_with_optional_columns(tmp_path):
     assert (second.priority, second.allocation, second.ref) == (3, "nlp/olmo", "line-2")
 
 
+def test_the_checkpoint_column_may_have_the_apis_name(tmp_path):
+    header = "submit_time,allocation,user,gpus,duration_s,resumable,{}\n"
+    rows = "0,lab,alice,8,3600,yes,600\n10,lab,bob,8,3600,yes,\n"
+    for column in ("checkpoint_s", "checkpoint_interval_s"):
+        trace = read_trace(_write(tmp_path, f"{column}.csv", header.format(column) + rows))
+        assert [job.checkpoint_s for job in trace.jobs] == [600.0, 1800.0]  # empty: the default
+
+
 def test_helios_style_columns_replay_after_a_rename_with_iso_times_and_start_end(tmp_path):
     path = _write(
         tmp_path,
