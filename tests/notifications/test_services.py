@@ -50,18 +50,26 @@ def test_a_run_opened_twice_records_one_started_event_for_its_owner(lab, django_
 
 
 def test_a_preemption_says_what_was_lost_and_whether_it_was_requeued(lab):
-    kept = workload(lab, lab.bob, resumable=True, metadata={"checkpoint_interval_s": 1800})
+    kept = workload(lab, lab.bob, resumable=True, checkpoint_interval_s=1800)
     ended = workload(lab, lab.dave, allocation=lab.language, gpus=4)
-    for w in (kept, ended):
+    unknown = workload(lab, lab.alice, allocation=lab.vision, gpus=2, resumable=True)
+    for w in (kept, ended, unknown):
         run, _ = run_open(
             workload=w, attempt=1, placement=[], started_at=NOW, protected_until=NOW, funded=True
         )
-        run_close(run=run, ended_at=NOW + timedelta(hours=3), reason="preempted")
+        run_close(run=run, ended_at=NOW + timedelta(hours=3, minutes=10), reason="preempted")
     fan_out_all()
     bob = Notification.objects.get(user=lab.bob, event__kind="preempted").event
     dave = Notification.objects.get(user=lab.dave, event__kind="preempted").event
-    assert "about 4.0 GPU-hours of work were lost" in bob.body and "requeued" in bob.body  # 8 GPUs x 30 min
-    assert "about 12.0 GPU-hours of work were lost" in dave.body and "it ended" in dave.body  # 4 GPUs x 3 h
+    alice = Notification.objects.get(user=lab.alice, event__kind="preempted").event
+    # checkpoints every 30 min from the start: the last one at 3 h, 10 min before; 8 GPUs x 10 min
+    assert (
+        "preempted after 3 h 10 min; it resumes from its last checkpoint (10 min ago, about 1.3 GPU-hours lost)"
+        in bob.body
+    )
+    assert "requeued" in bob.body
+    assert "it ended; about 12.7 GPU-hours of work were lost" in dave.body  # 4 GPUs x 3 h 10 min
+    assert "no checkpoint interval declared" in alice.body
 
 
 def test_holding_a_workload_tells_its_owner_with_the_note(lab):
