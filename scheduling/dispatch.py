@@ -46,6 +46,7 @@ from scheduling.models import (
     WorkloadState,
 )
 from scheduling.services.runs import run_close, run_open
+from scheduling.wording import lost_work, preemption_words
 from scheduling.services.workloads import (
     START_REFUSALS,
     IllegalTransition,
@@ -67,8 +68,11 @@ def dispatch(*, record: SchedulingPass, cluster: Cluster, backend: Backend, now:
         return
     refused: dict[int, str] = {}
     grace_s = cluster.preemption_grace_s
+    lost = _lost_words(decisions, now=now)
     try:
-        backend.apply([_action(decision, grace_s=grace_s) for decision in decisions])
+        backend.apply(
+            [_action(decision, grace_s=grace_s, lost=lost.get(decision.pk, "")) for decision in decisions]
+        )
     except ActionsRefused as error:  # the rest was applied: record those, explain these
         refused = error.refused
     accepted = [d for d in decisions if d.workload_id not in refused]
@@ -220,7 +224,24 @@ def _still_valid(decision: Decision) -> bool:
     return bool(workload.backend_ref)
 
 
-def _action(decision: Decision, *, grace_s: int = 0) -> Action:
+def _lost_words(decisions: list[Decision], *, now: datetime) -> dict[int, str]:
+    """decision id -> what its preemption throws away, in words (``wording.preemption_words``), for
+    the note the backend shows on the job (Slurm's AdminComment)."""
+    preempts = {d.workload_id: d for d in decisions if d.kind == DecisionKind.PREEMPT}
+    if not preempts:
+        return {}
+    words = {}
+    for run in Run.objects.filter(workload_id__in=list(preempts), ended_at__isnull=True):
+        decision = preempts[run.workload_id]
+        workload = decision.workload
+        interval = float(workload.checkpoint_interval_s) if workload.checkpoint_interval_s else None
+        lost = lost_work(gpus=run.gpus, ran_s=(now - run.started_at).total_seconds(),
+                         resumable=workload.resumable, checkpoint_interval_s=interval)  # fmt: skip
+        words[decision.pk] = preemption_words(lost)
+    return words
+
+
+def _action(decision: Decision, *, grace_s: int = 0, lost: str = "") -> Action:
     workload = decision.workload
     if decision.kind == DecisionKind.START:
         placement = tuple((node, int(gpus)) for node, gpus in decision.placement)
@@ -228,18 +249,18 @@ def _action(decision: Decision, *, grace_s: int = 0) -> Action:
             workload_id=workload.pk, ref=workload.backend_ref, attempt=decision.attempt, placement=placement
         )
     if decision.kind == DecisionKind.PREEMPT:
-        return _preempt_action(decision, grace_s=grace_s)
+        return _preempt_action(decision, grace_s=grace_s, lost=lost)
     return CancelAction(workload_id=workload.pk, ref=workload.backend_ref)
 
 
-def _preempt_action(decision: Decision, *, grace_s: int) -> PreemptAction:
+def _preempt_action(decision: Decision, *, grace_s: int, lost: str = "") -> PreemptAction:
     workload = decision.workload
     return PreemptAction(
         workload_id=workload.pk,
         ref=workload.backend_ref,
         attempt=decision.attempt,
         requeue=decision.requeue,
-        reason=decision.reason,
+        reason=f"{decision.reason} ({lost})" if lost and decision.reason else decision.reason or lost,
         grace_s=grace_s,
     )
 

@@ -95,6 +95,33 @@ def test_protection_ending_is_told_once_interactive_sessions_first(lab, settings
     assert events[0].params["minutes"] == 10
 
 
+def test_a_session_is_warned_by_its_clusters_knob_once_per_end_of_protection_and_again_after_renewing(lab):
+    from scheduling.models import Cluster, ProtectionRenewal
+
+    Cluster.objects.filter(pk=lab.main.pk).update(session_warning_min=20)
+    session = workload(lab, lab.dave, allocation=lab.language, workload_class="interactive", state="running")
+    batch = workload(lab, lab.bob, state="running")
+    for w in (session, batch):
+        run_open(workload=w, attempt=1, placement=[], started_at=NOW - timedelta(hours=1),
+                 protected_until=NOW + timedelta(minutes=18), funded=True)  # fmt: skip
+    Event.objects.all().delete()
+
+    assert checks.protection_ending_check(now=NOW) == 1  # the session (20 min); batch waits for 15 min
+    assert checks.protection_ending_check(now=NOW + timedelta(minutes=1)) == 1  # checked again: told once
+    assert Event.objects.filter(kind=EventKind.PROTECTION_ENDING).count() == 1
+    fan_out_all()
+    told = Event.objects.get(kind=EventKind.PROTECTION_ENDING)
+    assert told.workload_id == session.pk and f"gpus renew {session.pk}" in told.body
+    assert "(2 renewals left in 24 hours)" in told.body
+
+    run = Run.objects.get(workload=session)  # the owner renews: a new end of protection, a new warning
+    ProtectionRenewal.objects.create(workload=session, run=run, at=NOW, actor="dave",
+                                     protected_before=run.protected_until, protected_until=NOW + timedelta(hours=8))  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(protected_until=NOW + timedelta(hours=8))
+    assert checks.protection_ending_check(now=NOW + timedelta(hours=7, minutes=45)) == 1
+    assert Event.objects.filter(kind=EventKind.PROTECTION_ENDING, workload=session).count() == 2
+
+
 def test_a_manager_hears_when_an_allocation_delivers_under_95_percent_of_owed(lab):
     for hours_ago in range(1, 25):
         hour = NOW - timedelta(hours=hours_ago)
