@@ -46,7 +46,6 @@ from scheduling.models import (
     WorkloadState,
 )
 from scheduling.services.runs import run_close, run_open
-from scheduling.wording import lost_work, preemption_words
 from scheduling.services.workloads import (
     START_REFUSALS,
     IllegalTransition,
@@ -54,6 +53,7 @@ from scheduling.services.workloads import (
     workload_held_record,
     workload_transition,
 )
+from scheduling.wording import lost_work, preemption_words
 
 logger = logging.getLogger(__name__)
 SUBMITS_PER_PASS = 500
@@ -89,7 +89,8 @@ def dispatch(*, record: SchedulingPass, cluster: Cluster, backend: Backend, now:
 def preemptions_finish(*, cluster: Cluster, backend: Backend, now: datetime) -> int:
     """Kill or requeue the jobs whose preemption's grace period has passed (``GracefulBackend``);
     each decision is marked finished once the backend did it, so one it refused (or a pass that
-    died first) is tried again by the next pass. Returns how many were finished."""
+    died first) is tried again by the next pass. A requeue whose workload left the queue meanwhile
+    (its owner cancelled it: the cancel stops the job) is not sent. Returns how many were finished."""
     if not isinstance(backend, GracefulBackend):
         return 0
     due = list(
@@ -101,8 +102,10 @@ def preemptions_finish(*, cluster: Cluster, backend: Backend, now: datetime) -> 
     if not due:
         return 0
     refused: dict[int, str] = {}
+    to_stop = [d for d in due if not d.requeue or d.workload.state == WorkloadState.PENDING]
     try:
-        backend.finish_preemptions([_preempt_action(decision, grace_s=0) for decision in due])
+        if to_stop:
+            backend.finish_preemptions([_preempt_action(decision, grace_s=0) for decision in to_stop])
     except ActionsRefused as error:
         refused = error.refused
     for decision in due:

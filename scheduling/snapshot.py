@@ -60,13 +60,21 @@ def policy_config(cluster: Cluster) -> PolicyConfig:
     return PolicyConfig(
         window_s=cluster.window_days * 86400.0,
         min_runtime_cap_s=float(cluster.min_runtime_cap_s),
-        goodput_victims=cluster.goodput_victims,
-        end_work_margin=float(cluster.end_work_margin),
-        rebalance_hysteresis=float(cluster.rebalance_hysteresis),
-        short_lane_fraction=float(cluster.short_lane_fraction),
-        short_max_runtime_s=float(cluster.short_max_runtime_s),
-        short_max_gpus=int(cluster.short_max_gpus),
+        **goodput_fields(cluster),
     )
+
+
+def goodput_fields(cluster: Cluster) -> dict:
+    """The cluster's settings of the rules of issue 17, as PolicyConfig fields (the pass, the start
+    options and the what-if replays plan with the same)."""
+    return {
+        "goodput_victims": cluster.goodput_victims,
+        "end_work_margin": float(cluster.end_work_margin),
+        "rebalance_hysteresis": float(cluster.rebalance_hysteresis),
+        "short_lane_fraction": float(cluster.short_lane_fraction),
+        "short_max_runtime_s": float(cluster.short_max_runtime_s),
+        "short_max_gpus": int(cluster.short_max_gpus),
+    }
 
 
 def budget_tree(cluster: Cluster) -> tuple[dict[int, str], dict[str, str | None], dict[str, float]]:

@@ -246,10 +246,14 @@ class KubernetesBackend:
                         "value": "portal"}  # fmt: skip
                 self._patch(job, [mark, {"op": "replace", "path": "/spec/suspend", "value": True}])
         elif isinstance(action, PreemptAction):  # the pods get their terminationGracePeriodSeconds
+            grace = {"grace_period_seconds": action.grace_s} if action.grace_s > 0 else {}
             self._call(
-                self.batch.delete_namespaced_job, job.name, job.namespace, propagation_policy="Background",
-                grace_period_seconds=action.grace_s,
-            )  # fmt: skip
+                self.batch.delete_namespaced_job,
+                job.name,
+                job.namespace,
+                propagation_policy="Background",
+                **grace,
+            )
         elif isinstance(action, CancelAction):
             self._call(
                 self.batch.delete_namespaced_job, job.name, job.namespace, propagation_policy="Background"

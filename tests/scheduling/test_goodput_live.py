@@ -13,7 +13,7 @@ from scheduling.backends.simulated import SimulatedBackend
 from scheduling.models import Cluster, Decision, Run, UtilisationSample, Workload, WorkloadState
 from scheduling.passes import run_pass
 from scheduling.policy.types import GOODPUT
-from scheduling.services import workload_submit
+from scheduling.services import workload_cancel, workload_submit
 from scheduling.services.runs import run_open
 from scheduling.snapshot import policy_config, snapshot_build
 from tests.scheduling.conftest import T0
@@ -173,3 +173,28 @@ def test_a_preemption_with_a_grace_period_is_finished_by_a_later_pass_and_retrie
     assert victim.pk in {w.id for w in snapshot_build(cluster=lab.main, now=clock["now"]).pending}
     pass_at(due + 21)
     assert len(backend.finished) == 1  # finished once
+
+
+def test_a_requeue_whose_workload_was_cancelled_in_its_grace_is_not_sent(lab):
+    Cluster.objects.filter(pk=lab.main.pk).update(preemption_grace_s=60)
+    for _ in range(4):
+        workload_submit(actor=lab.dave, cluster=lab.main, allocation_path="lab/language", gpus=8, resumable=True,
+                        min_runtime_s=600, metadata={"duration_s": 86400}, now=at(0))  # fmt: skip
+    clock = {"now": at(10)}
+    backend = GracefulSimulated(lab.main, clock=lambda: clock["now"].timestamp())
+
+    def pass_at(seconds: float) -> None:
+        clock["now"] = at(seconds)
+        assert run_pass(cluster_id=lab.main.pk, now=at(seconds), backend=backend).ran
+
+    pass_at(10)
+    workload_submit(actor=lab.bob, cluster=lab.main, allocation_path="lab/vision/perception", gpus=8,
+                    metadata={"duration_s": 600}, now=at(300))  # fmt: skip
+    pass_at(700)
+    preempt = Decision.objects.get(kind="preempt", dispatched_at__isnull=False)
+    workload_cancel(workload=preempt.workload, actor=lab.dave, now=at(720))  # its owner gives up on it
+
+    pass_at(780)
+
+    assert backend.finished == []  # the cancel stops the job; no requeue of a cancelled workload
+    assert Decision.objects.get(pk=preempt.pk).finished_at == at(780)
