@@ -21,7 +21,16 @@ class ClusterAdmin(admin.ModelAdmin):
         ("Fair share", {"fields": ["window_days", "min_runtime_cap_s", "pass_interval_s"]}),
         (
             "Preemption that weighs what it throws away",
-            {"fields": ["goodput_victims", "end_work_margin", "rebalance_hysteresis", "preemption_grace_s"]},
+            {
+                "fields": [
+                    "goodput_victims",
+                    "end_work_margin",
+                    "max_loss_per_gpu_s",
+                    "rebalance_hysteresis",
+                    "drain_release",
+                    "preemption_grace_s",
+                ]
+            },  # fmt: skip
         ),
         ("Short work", {"fields": ["short_lane_fraction", "short_max_runtime_s", "short_max_gpus"]}),
         ("Interactive sessions", {"fields": ["session_renewals_per_day", "session_warning_min"]}),

@@ -36,10 +36,23 @@ class Cluster(models.Model):
         "that checkpointed most recently.",
     )
     end_work_margin = models.FloatField(
-        default=0.5,
+        default=1.0,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Ending funded work that is not resumable needs the preemptor's allocation at "
-        "most (1 - this) of its share (0: always allowed).",
+        "most (1 - this) of its share (0: always allowed; 1: only for an allocation that used nothing).",
+    )
+    max_loss_per_gpu_s = models.FloatField(
+        null=True,
+        blank=True,
+        default=60.0,
+        validators=[MinValueValidator(0.0)],
+        help_text="A resumable victim may lose at most this many seconds of each GPU's work since its "
+        "last checkpoint; one further from its checkpoint is left to save first (empty: any).",
+    )
+    drain_release = models.BooleanField(
+        default=False,
+        help_text="Reservations expect funded work back when its protection ends (the drain rule); "
+        "off: they count on declared ends only.",
     )
     rebalance_hysteresis = models.FloatField(
         default=0.25,
@@ -48,9 +61,10 @@ class Cluster(models.Model):
         "factor (0: the rank rule alone), so two allocations near their shares do not churn.",
     )
     short_lane_fraction = models.FloatField(
-        default=0.02,
+        default=0.01,
         validators=[MinValueValidator(0.0), MaxValueValidator(0.5)],
-        help_text="Fraction of the healthy GPUs kept free for short work (0: no lane).",
+        help_text="Fraction of the healthy GPUs (rounded up) that work taking part of a node leaves "
+        "free for short work (0: no lane).",
     )
     short_max_runtime_s = models.PositiveIntegerField(
         default=1800,

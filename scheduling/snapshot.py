@@ -71,6 +71,10 @@ def goodput_fields(cluster: Cluster) -> dict:
         "goodput_victims": cluster.goodput_victims,
         "end_work_margin": float(cluster.end_work_margin),
         "rebalance_hysteresis": float(cluster.rebalance_hysteresis),
+        "max_loss_per_gpu_s": float(cluster.max_loss_per_gpu_s)
+        if cluster.max_loss_per_gpu_s is not None
+        else None,
+        "drain_release": cluster.drain_release,
         "short_lane_fraction": float(cluster.short_lane_fraction),
         "short_max_runtime_s": float(cluster.short_max_runtime_s),
         "short_max_gpus": int(cluster.short_max_gpus),

@@ -44,10 +44,12 @@ def lab(slurm):  # noqa: ANN001, ANN201
     cluster = Cluster.objects.create(
         name="slurm-test", slug="slurm-test", backend_kind="slurm", gpu_type="gpu",
         backend_settings={"slurm_conf": SLURM_CONF, "timeout_s": 3, "slurm_users": ["root"]},
-        # These tests fill the 32-GPU lab with 8-GPU jobs (a 1-GPU lane for short work would idle a
-        # node) and check a preemption in the pass that decides it: no grace period, except in
+        # These tests check Slurm's side of decisions the rules before issue 17 make (they fill nodes
+        # exactly with 4-GPU jobs, expect reservations by the drain rule and a preemption done in the
+        # pass that decides it), so the lab runs those rules and no grace period, except in
         # test_a_preemption_with_a_grace_period_signals_first_and_requeues_after_it.
-        short_lane_fraction=0.0, preemption_grace_s=0,
+        goodput_victims=False, end_work_margin=0.0, max_loss_per_gpu_s=None, rebalance_hysteresis=0.0,
+        drain_release=True, short_lane_fraction=0.0, preemption_grace_s=0,
     )  # fmt: skip
     root = BudgetNode.objects.create(name="Lab", slug=root_slug, path=root_slug)
     vision = BudgetNode.objects.create(name="Vision", slug="vision", parent=root, path=f"{root_slug}/vision")

@@ -7,7 +7,7 @@
     +- sandbox (0: unfunded)       oscar   staff (on-call)
 
 Cluster "main": simulated, 4 nodes x 8 A100 in two racks; min-runtime cap 8 h; the rules of
-issue 17 as a new cluster has them (GOODPUT), except the lane for short work (off).
+issue 17 as a new cluster has them (GOODPUT).
 """
 
 from __future__ import annotations
@@ -33,9 +33,7 @@ def _node(name: str, parent: BudgetNode | None = None) -> BudgetNode:
 
 def build_lab() -> SimpleNamespace:
     users = get_user_model().objects
-    # No lane for short work: the tests fill this 32-GPU lab with 8-GPU jobs, where a lane of one
-    # GPU would keep a whole node idle (tests/scheduling/test_goodput_live.py covers the lane).
-    main = Cluster.objects.create(name="main", slug="main", gpu_type="A100", short_lane_fraction=0.0)
+    main = Cluster.objects.create(name="main", slug="main", gpu_type="A100")
     for index in range(4):
         Node.objects.create(
             cluster=main, name=f"n{index}", gpus=8, gpu_type="A100", topology_domain=f"rack{index // 2}"

@@ -47,6 +47,7 @@ def test_a_site_changes_each_knob_and_the_pass_plans_with_it(db):
     [
         ("end_work_margin", 1.5),
         ("end_work_margin", -0.1),
+        ("max_loss_per_gpu_s", -1.0),
         ("rebalance_hysteresis", -1.0),
         ("short_lane_fraction", 0.9),
         ("short_max_gpus", 0),
