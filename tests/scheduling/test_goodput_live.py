@@ -199,3 +199,39 @@ def test_a_requeue_whose_workload_was_cancelled_in_its_grace_is_not_sent(lab):
 
     assert backend.finished == []  # the cancel stops the job; no requeue of a cancelled workload
     assert Decision.objects.get(pk=preempt.pk).finished_at == at(780)
+
+
+def test_an_idle_session_is_preempted_before_a_busy_one_that_would_lose_less(lab):
+    """Two unprotected 8-GPU sessions of language: the older one (more work lost) sits idle (3%
+    busy, reported by the backend), the younger is busy. Perception, which used nothing, needs 8
+    GPUs on a full cluster: the idle session goes, though ending the busy one would lose less."""
+
+    def submit(klass: str, minutes: int, seconds: float, **extra: object) -> Workload:
+        return workload_submit(actor=lab.dave, cluster=lab.main, allocation_path="lab/language", gpus=8,
+                               workload_class=klass, min_runtime_s=minutes * 60, now=at(seconds),
+                               metadata={"duration_s": 86400, **extra}).workload  # fmt: skip
+
+    def pass_at(seconds: float) -> None:
+        assert run_pass(cluster_id=lab.main.pk, now=at(seconds)).ran
+
+    idle = submit("interactive", 0, 0, utilisation=3.0)
+    protected = [submit("batch", 8 * 60, 0) for _ in range(2)]
+    pass_at(10)
+    busy_session = submit("interactive", 0, 500, utilisation=85.0)
+    pass_at(600)
+    assert all(
+        Run.objects.filter(workload=w, ended_at__isnull=True).exists()
+        for w in [idle, busy_session, *protected]
+    )
+    for seconds in range(1900, 3700, 300):  # telemetry over the last 30 minutes
+        pass_at(seconds)
+    flags = {r.id: r.idle for r in snapshot_build(cluster=lab.main, now=at(3600)).running}
+    assert (flags[idle.pk], flags[busy_session.pk]) == (True, False)
+    newcomer = workload_submit(actor=lab.bob, cluster=lab.main, allocation_path="lab/vision/perception", gpus=8,
+                               metadata={"duration_s": 600}, now=at(3650)).workload  # fmt: skip
+
+    pass_at(3660)
+
+    assert [d.workload_id for d in Decision.objects.filter(kind="preempt")] == [idle.pk]
+    assert Workload.objects.get(pk=newcomer.pk).state == WorkloadState.RUNNING
+    assert Workload.objects.get(pk=busy_session.pk).state == WorkloadState.RUNNING
