@@ -38,6 +38,7 @@ from budgets.whatif_replay import SYNTHETIC_KIND, budget_specs, replay_build
 from portal.models import WhatIfRun, WhatIfStatus
 from scheduling.models import Cluster, Node
 from scheduling.simulator import SimulationResult, policy_config, run_simulation
+from scheduling.snapshot import goodput_fields
 
 logger = logging.getLogger(__name__)
 DAYS_CHOICES = (1, 7, 14, 28)
@@ -227,7 +228,9 @@ def whatif_execute(run_id: int) -> None:
 def whatif_compare(*, run: WhatIfRun, now: datetime) -> dict:
     current = current_budgets(cluster=run.cluster)
     edited = {**current, **run.budgets}
-    config = policy_config("fairshare", window_s=run.cluster.window_days * 86400.0)
+    config = policy_config(
+        "fairshare", window_s=run.cluster.window_days * 86400.0, **goodput_fields(run.cluster)
+    )  # the rules of issue 17 as the cluster sets them
 
     def report(offset: float):  # noqa: ANN202
         return lambda fraction: WhatIfRun.objects.filter(pk=run.pk).update(progress=offset + fraction / 2)

@@ -1,4 +1,4 @@
-"""Workload commands: submit, ls, why, queue, cancel, hold, release."""
+"""Workload commands: submit, ls, why, queue, cancel, hold, release, renew."""
 
 from __future__ import annotations
 
@@ -206,3 +206,20 @@ def hold(session: Session, workload_ids: tuple[int, ...], note: str, as_json: bo
 def release(session: Session, workload_ids: tuple[int, ...], as_json: bool) -> None:
     """Let held workloads start again."""
     _acted(session, "release", workload_ids, as_json)
+
+
+@cli.command()
+@click.argument("workload_id", type=int)
+@json_option
+@pass_session
+def renew(session: Session, workload_id: int, as_json: bool) -> None:
+    """Renew a busy interactive session's protection from preemption (a few times a day)."""
+    renewed = session.api.post(f"workloads/{workload_id}/renew-protection/")
+    if as_json:
+        output.as_json(renewed)
+        return
+    left = renewed["renewals_left"]
+    click.echo(
+        f"Workload {workload_id}: protected until {renewed['protected_until']} "
+        f"({left} renewal{'s' if left != 1 else ''} left in the last 24 hours)"
+    )

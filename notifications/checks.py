@@ -28,23 +28,41 @@ from portal.metrics import meets_budget, ratio
 from scheduling.models import AllocationHour, Cluster, Node, PassStatus, Run, SchedulingPass, WorkloadClass
 
 
+def warning_minutes(*, interactive: bool, session_warning_min: int) -> int:
+    """How long before its protection ends a run's owner is told: an interactive session by its
+    cluster's ``session_warning_min`` (it may renew; issue 17), other work by
+    NOTIFY_PROTECTION_WARNING_MIN."""
+    return session_warning_min if interactive else settings.NOTIFY_PROTECTION_WARNING_MIN
+
+
 def protection_ending_check(*, now: datetime) -> int:
-    """Open funded runs whose protection ends in (now, now + N min]; interactive sessions first."""
-    minutes = settings.NOTIFY_PROTECTION_WARNING_MIN
+    """Open funded runs whose protection ends in (now, now + N min] (``warning_minutes``);
+    interactive sessions first. Once per end of protection: a renewed session is told again
+    before its new end."""
+    widest = max(
+        [
+            settings.NOTIFY_PROTECTION_WARNING_MIN,
+            *Cluster.objects.values_list("session_warning_min", flat=True),
+        ]
+    )
     first = Case(When(workload__workload_class=WorkloadClass.INTERACTIVE, then=Value(0)), default=Value(1),
                  output_field=IntegerField())  # fmt: skip
     runs = (
         Run.objects.filter(ended_at__isnull=True, funded=True, protected_until__gt=now,
-                           protected_until__lte=now + timedelta(minutes=minutes))
+                           protected_until__lte=now + timedelta(minutes=widest))
         .annotate(first=first).order_by("first", "protected_until", "id")
-        .values_list("workload_id", "attempt", "cluster_id", "protected_until")
+        .values_list("workload_id", "attempt", "cluster_id", "protected_until", "first", "cluster__session_warning_min")
     )  # fmt: skip
     count = 0
     with transaction.atomic():
-        for workload_id, attempt, cluster_id, until in runs:
+        for workload_id, attempt, cluster_id, until, first_, session_min in runs:
+            if until - now > timedelta(
+                minutes=warning_minutes(interactive=first_ == 0, session_warning_min=session_min)
+            ):
+                continue
             left = max(round((until - now).total_seconds() / 60), 1)
-            event_record(kind=EventKind.PROTECTION_ENDING, key=f"protection_ending:{workload_id}:{attempt}", now=now,
-                         cluster_id=cluster_id, workload_id=workload_id,
+            key = f"protection_ending:{workload_id}:{attempt}:{int(until.timestamp())}"
+            event_record(kind=EventKind.PROTECTION_ENDING, key=key, now=now, cluster_id=cluster_id, workload_id=workload_id,
                          params={"minutes": left, "protected_until": until.strftime("%H:%M UTC")})  # fmt: skip
             count += 1
     return count

@@ -17,6 +17,8 @@ from notifications.models import Event, EventKind
 from portal.links import absolute_url
 from scheduling.backend_notes import workload_url
 from scheduling.models import Cluster, Run, Workload
+from scheduling.sessions import renewals_left
+from scheduling.wording import LostWork, lost_work, preemption_words
 
 
 @dataclass(frozen=True)
@@ -64,42 +66,49 @@ def _started(event: Event) -> Message:
                    f"(attempt {event.params.get('attempt', workload.attempt)}).", _workload_url(event))  # fmt: skip
 
 
-def lost_gpu_hours(run: Run, workload: Workload) -> float:
-    """Work a preemption threw away: the whole run for non-resumable work; for resumable work at most
-    its declared checkpoint interval (0 when it declared none: it resumes where it stopped)."""
+def run_lost_work(run: Run, workload: Workload) -> LostWork:
+    """What the preemption that ended ``run`` threw away, by the workload's declared checkpoint
+    interval (``scheduling.wording.lost_work``)."""
     ran_s = ((run.ended_at or run.started_at) - run.started_at).total_seconds()
-    if not workload.resumable:
-        return run.gpus * ran_s / 3600
-    interval = float((workload.metadata or {}).get("checkpoint_interval_s") or 0.0)
-    return run.gpus * min(interval, ran_s) / 3600
+    interval = float(workload.checkpoint_interval_s) if workload.checkpoint_interval_s else None
+    return lost_work(gpus=run.gpus, ran_s=ran_s, resumable=workload.resumable, checkpoint_interval_s=interval)
+
+
+def lost_gpu_hours(run: Run, workload: Workload) -> float:
+    """GPU-hours a preemption threw away (``run_lost_work``)."""
+    return run_lost_work(run, workload).lost_gpu_h
 
 
 def _preempted(event: Event) -> Message:
     workload = _workload(event)
     run = Run.objects.filter(pk=event.params.get("run_id")).first()
-    lost = lost_gpu_hours(run, workload) if run else 0.0
-    ran = (
-        f"after {((run.ended_at - run.started_at).total_seconds() / 3600):.1f} h"
-        if run and run.ended_at
-        else ""
-    )
+    lost = preemption_words(run_lost_work(run, workload)) if run else "preempted"
     after = (
-        "It was requeued with its original submit time and restarts from its last checkpoint."
+        "It was requeued with its original submit time."
         if workload.resumable
-        else "It was not resumable, so it ended; submit it again (declare it resumable to be requeued)."
+        else "Submit it again (declare it resumable, with a checkpoint interval, to be requeued instead)."
     )
     return Message(f"Preempted: {_workload_label(workload)}",
-                   f"Your {_workload_label(workload)} was preempted {ran} on {workload.cluster.name}; "
-                   f"about {lost:.1f} GPU-hours of work were lost. {after}", _workload_url(event))  # fmt: skip
+                   f"Your {_workload_label(workload)} on {workload.cluster.name} was {lost}. {after}",
+                   _workload_url(event))  # fmt: skip
 
 
 def _protection_ending(event: Event) -> Message:
     workload = _workload(event)
     minutes = event.params.get("minutes", settings.NOTIFY_PROTECTION_WARNING_MIN)
+    renew = ""
+    if workload.workload_class == "interactive":
+        left = renewals_left(workload=workload, now=event.created_at)
+        renew = (
+            f" If the session is busy you may renew its protection ({left} renewal{'s' if left != 1 else ''} "
+            f"left in 24 hours): the Renew protection button on its page, or `gpus renew {workload.pk}`."
+            if left
+            else " It has used all its renewals for the last 24 hours."
+        )
     return Message(f"Protection ends in {minutes} min: {_workload_label(workload)}",
                    f"Your {_workload_label(workload)} is protected from preemption until "
                    f"{event.params.get('protected_until', '')} (about {minutes} minutes). After that the "
-                   f"scheduler may preempt it to rebalance; save your work or checkpoint now.",
+                   f"scheduler may preempt it to rebalance; save your work or checkpoint now.{renew}",
                    _workload_url(event))  # fmt: skip
 
 

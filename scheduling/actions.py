@@ -1,4 +1,5 @@
-"""Cancel, hold, release and "resubmit like this" from the pages: thin POST views over the services.
+"""Cancel, hold, release, renew (an interactive session's protection) and "resubmit like this" from
+the pages: thin POST views over the services.
 
 Access is checked by the one getter (``workload_get_for_user(act=True)``: 403 for anyone but the
 owner, a manager of the allocation and staff). htmx posts get the workload's status fragment back
@@ -25,10 +26,12 @@ from scheduling.models import Workload
 from scheduling.selectors import may_act_on, workload_get_for_user
 from scheduling.services import (
     IllegalTransition,
+    RenewalRefused,
     SubmissionRefused,
     workload_cancel,
     workload_hold,
     workload_release,
+    workload_renew_protection,
     workload_resubmit,
 )
 
@@ -36,12 +39,21 @@ CHANGED = "workload-changed"  # the htmx event the queue rows and the start opti
 DONE = {"cancel": "Cancelled.", "hold": "Held: it will not start until released.", "release": "Released."}
 
 
-def _act(verb: str, workload: Workload, request: HttpRequest) -> Workload:
+def _act(verb: str, workload: Workload, request: HttpRequest) -> str:
+    """Do ``verb``; returns what happened, in words."""
+    if verb == "renew":
+        renewed = workload_renew_protection(workload=workload, actor=request.user)
+        return (
+            f"Protection renewed until {renewed.protected_until:%Y-%m-%d %H:%M} UTC "
+            f"({renewed.renewals_left} renewal{'s' if renewed.renewals_left != 1 else ''} left in 24 hours)."
+        )
     if verb == "cancel":
-        return workload_cancel(workload=workload, actor=request.user)
-    if verb == "hold":
-        return workload_hold(workload=workload, actor=request.user, note=request.POST.get("note", "")[:500])
-    return workload_release(workload=workload, actor=request.user)
+        workload_cancel(workload=workload, actor=request.user)
+    elif verb == "hold":
+        workload_hold(workload=workload, actor=request.user, note=request.POST.get("note", "")[:500])
+    else:
+        workload_release(workload=workload, actor=request.user)
+    return DONE[verb]
 
 
 @login_required
@@ -49,10 +61,11 @@ def _act(verb: str, workload: Workload, request: HttpRequest) -> Workload:
 def workload_action(request: HtmxHttpRequest, workload_id: int, verb: str) -> HttpResponse:
     item = workload_get_for_user(user=request.user, workload_id=workload_id, act=True)
     try:
-        _act(verb, item, request)
-        notice, ok = DONE[verb], True
+        notice, ok = _act(verb, item, request), True
     except IllegalTransition as refused:
         notice, ok = str(refused).capitalize() + ".", False
+    except RenewalRefused as refused:
+        notice, ok = f"Not renewed: {refused}", False
     if request.htmx:
         return _status_fragment(request, workload_id, notice=notice, ok=ok)
     (messages.success if ok else messages.error)(request, f"Workload {workload_id}: {notice}")

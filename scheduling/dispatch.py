@@ -1,5 +1,12 @@
 """Phase 5 of the pass: push decisions to the backend, then record what they did.
 
+Preemptions carry the cluster's grace period (``Cluster.preemption_grace_s``). A backend that stops
+a job in two steps (``GracefulBackend``: Slurm) is sent the signal now and the decision records when
+the kill or requeue is due (``Decision.grace_until``); every later pass finishes those that are due
+(``preemptions_finish``) until the backend confirms (``Decision.finished_at``), so a failed kill is
+retried, never forgotten. The portal records the preemption itself (run closed, workload requeued
+or ended) when the signal is accepted, as before.
+
 Order: submit workloads the backend has not seen, then preemptions (to free GPUs), starts and
 cancels in one ``apply``. Only after the backend accepted them are decisions marked dispatched and
 runs opened or closed; if we die in between, the next pass's reconcile reads the truth from the
@@ -9,7 +16,7 @@ backend instead. A start whose workload is no longer startable (cancelled, held)
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Q
@@ -23,6 +30,7 @@ from scheduling.backends.base import (
     Backend,
     BackendUnavailable,
     CancelAction,
+    GracefulBackend,
     PreemptAction,
     StartAction,
     SubmitRequest,
@@ -45,6 +53,7 @@ from scheduling.services.workloads import (
     workload_held_record,
     workload_transition,
 )
+from scheduling.wording import lost_work, preemption_words
 
 logger = logging.getLogger(__name__)
 SUBMITS_PER_PASS = 500
@@ -58,15 +67,54 @@ def dispatch(*, record: SchedulingPass, cluster: Cluster, backend: Backend, now:
     if not decisions:
         return
     refused: dict[int, str] = {}
+    grace_s = cluster.preemption_grace_s
+    lost = _lost_words(decisions, now=now)
     try:
-        backend.apply([_action(decision) for decision in decisions])
+        backend.apply(
+            [_action(decision, grace_s=grace_s, lost=lost.get(decision.pk, "")) for decision in decisions]
+        )
     except ActionsRefused as error:  # the rest was applied: record those, explain these
         refused = error.refused
     accepted = [d for d in decisions if d.workload_id not in refused]
     with transaction.atomic():
         Decision.objects.filter(pk__in=[d.pk for d in accepted]).update(dispatched_at=now)
+        if grace_s > 0 and isinstance(backend, GracefulBackend):
+            Decision.objects.filter(pk__in=[d.pk for d in accepted if d.kind == DecisionKind.PREEMPT]).update(
+                grace_until=now + timedelta(seconds=grace_s)
+            )
         _record_effects(accepted, now=now)
         _record_refusals([d for d in decisions if d.workload_id in refused], refused, now=now)
+
+
+def preemptions_finish(*, cluster: Cluster, backend: Backend, now: datetime) -> int:
+    """Kill or requeue the jobs whose preemption's grace period has passed (``GracefulBackend``);
+    each decision is marked finished once the backend did it, so one it refused (or a pass that
+    died first) is tried again by the next pass. A requeue whose workload left the queue meanwhile
+    (its owner cancelled it: the cancel stops the job) is not sent. Returns how many were finished."""
+    if not isinstance(backend, GracefulBackend):
+        return 0
+    due = list(
+        Decision.objects.filter(
+            cluster=cluster, kind=DecisionKind.PREEMPT, dispatched_at__isnull=False,
+            grace_until__lte=now, finished_at__isnull=True,
+        ).select_related("workload").order_by("grace_until", "id")
+    )  # fmt: skip
+    if not due:
+        return 0
+    refused: dict[int, str] = {}
+    to_stop = [d for d in due if not d.requeue or d.workload.state == WorkloadState.PENDING]
+    try:
+        if to_stop:
+            backend.finish_preemptions([_preempt_action(decision, grace_s=0) for decision in to_stop])
+    except ActionsRefused as error:
+        refused = error.refused
+    for decision in due:
+        if decision.workload_id in refused:
+            logger.warning("preemption of workload %s not finished yet: %s", decision.workload_id,
+                           refused[decision.workload_id])  # fmt: skip
+    done = [d.pk for d in due if d.workload_id not in refused]
+    Decision.objects.filter(pk__in=done).update(finished_at=now)
+    return len(done)
 
 
 def _record_refusals(decisions: list[Decision], refused: dict[int, str], *, now: datetime) -> None:
@@ -110,7 +158,7 @@ def submit_new(*, cluster: Cluster, backend: Backend) -> int:
     """Create backend jobs for workloads submitted through the API (a bounded batch per pass)."""
     fresh = list(
         Workload.objects.filter(cluster=cluster, state=WorkloadState.PENDING, backend_ref="")
-        .select_related("allocation")
+        .select_related("allocation", "cluster")
         .order_by("id")[:SUBMITS_PER_PASS]
     )
     for workload in fresh:
@@ -144,6 +192,10 @@ def _submit_request(workload: Workload) -> SubmitRequest:
         resumable=workload.resumable,
         max_runtime_s=float(workload.max_runtime_s) if workload.max_runtime_s else None,
         metadata=dict(workload.metadata or {}),
+        checkpoint_interval_s=float(workload.checkpoint_interval_s)
+        if workload.checkpoint_interval_s
+        else None,
+        grace_s=workload.cluster.preemption_grace_s,
     )
 
 
@@ -175,7 +227,24 @@ def _still_valid(decision: Decision) -> bool:
     return bool(workload.backend_ref)
 
 
-def _action(decision: Decision) -> Action:
+def _lost_words(decisions: list[Decision], *, now: datetime) -> dict[int, str]:
+    """decision id -> what its preemption throws away, in words (``wording.preemption_words``), for
+    the note the backend shows on the job (Slurm's AdminComment)."""
+    preempts = {d.workload_id: d for d in decisions if d.kind == DecisionKind.PREEMPT}
+    if not preempts:
+        return {}
+    words = {}
+    for run in Run.objects.filter(workload_id__in=list(preempts), ended_at__isnull=True):
+        decision = preempts[run.workload_id]
+        workload = decision.workload
+        interval = float(workload.checkpoint_interval_s) if workload.checkpoint_interval_s else None
+        lost = lost_work(gpus=run.gpus, ran_s=(now - run.started_at).total_seconds(),
+                         resumable=workload.resumable, checkpoint_interval_s=interval)  # fmt: skip
+        words[decision.pk] = preemption_words(lost)
+    return words
+
+
+def _action(decision: Decision, *, grace_s: int = 0, lost: str = "") -> Action:
     workload = decision.workload
     if decision.kind == DecisionKind.START:
         placement = tuple((node, int(gpus)) for node, gpus in decision.placement)
@@ -183,14 +252,20 @@ def _action(decision: Decision) -> Action:
             workload_id=workload.pk, ref=workload.backend_ref, attempt=decision.attempt, placement=placement
         )
     if decision.kind == DecisionKind.PREEMPT:
-        return PreemptAction(
-            workload_id=workload.pk,
-            ref=workload.backend_ref,
-            attempt=decision.attempt,
-            requeue=decision.requeue,
-            reason=decision.reason,
-        )
+        return _preempt_action(decision, grace_s=grace_s, lost=lost)
     return CancelAction(workload_id=workload.pk, ref=workload.backend_ref)
+
+
+def _preempt_action(decision: Decision, *, grace_s: int, lost: str = "") -> PreemptAction:
+    workload = decision.workload
+    return PreemptAction(
+        workload_id=workload.pk,
+        ref=workload.backend_ref,
+        attempt=decision.attempt,
+        requeue=decision.requeue,
+        reason=f"{decision.reason} ({lost})" if lost and decision.reason else decision.reason or lost,
+        grace_s=grace_s,
+    )
 
 
 def _record_effects(decisions: list[Decision], *, now: datetime) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 
@@ -26,6 +27,70 @@ class Cluster(models.Model):
     min_runtime_cap_s = models.PositiveIntegerField(default=8 * 3600)
     pass_interval_s = models.PositiveIntegerField(default=10)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Preemption that weighs what it throws away, and the lane for short work (issue 17, DESIGN
+    # 5.5 and 5.7; docs/policy.md "Preemption that weighs what it throws away"). The defaults are
+    # ``scheduling.policy.types.GOODPUT``, the values the simulator measured; a site may change each.
+    goodput_victims = models.BooleanField(
+        default=True,
+        help_text="Victims lose the least work: idle interactive sessions first, then the work "
+        "that checkpointed most recently.",
+    )
+    end_work_margin = models.FloatField(
+        default=1.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Ending funded work that is not resumable needs the preemptor's allocation at "
+        "most (1 - this) of its share (0: always allowed; 1: only for an allocation that used nothing).",
+    )
+    max_loss_per_gpu_s = models.FloatField(
+        null=True,
+        blank=True,
+        default=60.0,
+        validators=[MinValueValidator(0.0)],
+        help_text="A resumable victim may lose at most this many seconds of each GPU's work since its "
+        "last checkpoint; one further from its checkpoint is left to save first (empty: any).",
+    )
+    drain_release = models.BooleanField(
+        default=False,
+        help_text="Reservations expect funded work back when its protection ends (the drain rule); "
+        "off: they count on declared ends only.",
+    )
+    rebalance_hysteresis = models.FloatField(
+        default=0.25,
+        validators=[MinValueValidator(0.0), MaxValueValidator(10.0)],
+        help_text="A funded victim's usage/budget ratio must exceed the preemptor's by this "
+        "factor (0: the rank rule alone), so two allocations near their shares do not churn.",
+    )
+    short_lane_fraction = models.FloatField(
+        default=0.01,
+        validators=[MinValueValidator(0.0), MaxValueValidator(0.5)],
+        help_text="Fraction of the healthy GPUs (rounded up) that work taking part of a node leaves "
+        "free for short work (0: no lane).",
+    )
+    short_max_runtime_s = models.PositiveIntegerField(
+        default=1800,
+        validators=[MinValueValidator(60), MaxValueValidator(24 * 3600)],
+        help_text="Short work: debug or interactive, or a declared maximum runtime at most this long.",
+    )
+    short_max_gpus = models.PositiveIntegerField(
+        default=2,
+        validators=[MinValueValidator(1), MaxValueValidator(64)],
+        help_text="... on at most this many GPUs.",
+    )
+    preemption_grace_s = models.PositiveIntegerField(
+        default=60,
+        validators=[MaxValueValidator(3600)],
+        help_text="Seconds between the termination signal of a preempted job and its kill or requeue.",
+    )
+    session_renewals_per_day = models.PositiveIntegerField(
+        default=2,
+        validators=[MaxValueValidator(24)],
+        help_text="How many times a busy interactive session may renew its protection per 24 hours.",
+    )
+    session_warning_min = models.PositiveIntegerField(
+        default=10,
+        validators=[MinValueValidator(1), MaxValueValidator(240)],
+        help_text="Minutes before an interactive session's protection ends that its owner is told.",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -156,6 +221,25 @@ class Workload(models.Model):
     @property
     def allocation_path(self) -> str:
         return self.allocation.path if self.allocation is not None else ""
+
+
+class ProtectionRenewal(models.Model):
+    """A busy interactive session renewed its protection (issue 17 point 4): at most the cluster's
+    ``session_renewals_per_day`` per workload in any 24 hours (``scheduling.services.renewals``)."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="renewals")
+    run = models.ForeignKey("Run", on_delete=models.CASCADE, related_name="renewals")
+    at = models.DateTimeField()
+    actor = models.CharField(max_length=150)
+    protected_before = models.DateTimeField()
+    protected_until = models.DateTimeField()
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["workload", "at"], name="renewal_workload_at")]
+
+    def __str__(self) -> str:
+        return f"renewal of {self.workload_id} at {self.at}"
 
 
 class EndReason(models.TextChoices):
@@ -314,12 +398,21 @@ class Decision(models.Model):
     created_at = models.DateTimeField()
     dispatched_at = models.DateTimeField(null=True, blank=True)
     superseded = models.BooleanField(default=False)
+    # A preemption dispatched with a grace period (the backend signalled the job and kills or
+    # requeues it later): when that is due, and when the backend did it. Null: nothing to finish.
+    grace_until = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["cluster", "dispatched_at"], name="decision_cluster_dispatched"),
             models.Index(fields=["workload", "kind", "attempt"], name="decision_workload_kind"),
+            models.Index(
+                fields=["cluster"],
+                condition=models.Q(grace_until__isnull=False, finished_at__isnull=True),
+                name="decision_in_grace",
+            ),
         ]
 
     def __str__(self) -> str:

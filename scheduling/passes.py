@@ -1,6 +1,7 @@
 """The scheduling pass: one per cluster, under a database claim, in numbered and timed phases.
 
-1. Reconcile: observe the backend and make runs and workload states agree with it.
+1. Reconcile: observe the backend and make runs and workload states agree with it; then stop the
+   jobs whose preemption's grace period has passed (``dispatch.preemptions_finish``).
 2. Snapshot: one set-based read into the policy's dataclasses.
 3. Plan: the pure policy decides starts, preemptions, reservations and pending reasons.
 4. Persist: decisions, pending reasons (only those that changed) and owed GPU-seconds, in one
@@ -34,7 +35,7 @@ from django.utils import timezone
 from scheduling.backend_notes import backend_notes_write
 from scheduling.backends.base import Backend, BackendUnavailable
 from scheduling.backends.registry import backend_for
-from scheduling.dispatch import dispatch
+from scheduling.dispatch import dispatch, preemptions_finish
 from scheduling.locks import pass_claim
 from scheduling.models import Cluster, PassStatus, SchedulingPass
 from scheduling.persist import persist_backend_unavailable, persist_plan
@@ -149,6 +150,8 @@ def _phases(
         )
         if counts.skipped:  # the pass goes on; the jobs it left alone are named on it
             record.error = "reconcile skipped " + "; ".join(counts.skipped)
+        # preemptions whose grace period has passed: stopped now, so the snapshot sees them waiting
+        preemptions_finish(cluster=cluster, backend=backend, now=now)
     # 2. Snapshot
     with phase(record, "snapshot"):
         inputs = snapshot_read(cluster=cluster, now=now, backend_name=getattr(backend, "name", "backend"))

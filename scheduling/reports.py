@@ -21,8 +21,18 @@ from budgets.models import Allocation, BudgetNode
 from budgets.paths import subtree_q
 from portal.metrics import fair_share_ratio
 from scheduling.accounting import usage_in_window
-from scheduling.models import Cluster, Decision, Run, SchedulingPass, Workload, WorkloadClass, WorkloadState
+from scheduling.models import (
+    Cluster,
+    Decision,
+    EndReason,
+    Run,
+    SchedulingPass,
+    Workload,
+    WorkloadClass,
+    WorkloadState,
+)
 from scheduling.policy.session import PlanningSession
+from scheduling.wording import lost_work, preemption_words
 
 if TYPE_CHECKING:
     from scheduling.policy import Plan, PolicyConfig, Snapshot
@@ -158,6 +168,7 @@ class WorkloadDetail:
     open_run: Run | None
     comparison: FairTreeComparison | None
     reason_changes: list = field(default_factory=list)  # portal.ReasonChange, newest first
+    last_preemption: str = ""  # what its latest preemption threw away, in words (requeued or ended)
 
 
 def workload_detail(*, workload: Workload, now: datetime) -> WorkloadDetail:
@@ -168,7 +179,24 @@ def workload_detail(*, workload: Workload, now: datetime) -> WorkloadDetail:
     if workload.state == WorkloadState.PENDING and workload.allocation_id:
         comparison = fair_tree_comparison(workload=workload, now=now)
     reason_changes = list(workload.reason_changes.order_by("-at", "-id")[:50])
-    return WorkloadDetail(workload, runs, decisions, open_run, comparison, reason_changes)
+    return WorkloadDetail(
+        workload, runs, decisions, open_run, comparison, reason_changes, last_preemption_words(workload, runs)
+    )
+
+
+def last_preemption_words(workload: Workload, runs: list[Run]) -> str:
+    """For a workload waiting again after a preemption, or ended by one: what that preemption threw
+    away ("preempted after 3 h 10 min; it resumes from its last checkpoint (10 min ago, ...)")."""
+    if workload.state not in (WorkloadState.PENDING, WorkloadState.PREEMPTED) or not runs:
+        return ""
+    last = runs[-1]
+    if last.end_reason != EndReason.PREEMPTED or last.ended_at is None:
+        return ""
+    interval = float(workload.checkpoint_interval_s) if workload.checkpoint_interval_s else None
+    lost = lost_work(gpus=last.gpus, ran_s=(last.ended_at - last.started_at).total_seconds(),
+                     resumable=workload.resumable, checkpoint_interval_s=interval)  # fmt: skip
+    words = preemption_words(lost)
+    return words[0].upper() + words[1:] + "."
 
 
 def first_shared_ancestor(mine: str, theirs: str) -> tuple[str, str, str]:

@@ -19,7 +19,17 @@ from budgets.models import Allocation, BudgetNode
 from scheduling import pass_cache
 from scheduling.accounting import open_runs_after_watermark, usage_in_window, user_usage_in_window
 from scheduling.bulk import Epoch, fetch_rows
-from scheduling.models import Cluster, Node, PassLease, Run, Workload, WorkloadState
+from scheduling.models import (
+    Cluster,
+    Decision,
+    DecisionKind,
+    Node,
+    PassLease,
+    Run,
+    Workload,
+    WorkloadClass,
+    WorkloadState,
+)
 from scheduling.policy import (
     BudgetNodeSpec,
     ClusterNodeSpec,
@@ -28,6 +38,7 @@ from scheduling.policy import (
     RunningWorkload,
     Snapshot,
 )
+from scheduling.sessions import idle_sessions
 
 UNALLOCATED = "~unallocated"
 
@@ -43,9 +54,31 @@ class PassInputs:
 
 
 def policy_config(cluster: Cluster) -> PolicyConfig:
+    """The live pass's policy: the cluster's window and cap, and the rules of issue 17 (victims that
+    lose the least work, a clear margin before ending funded work, hysteresis, the lane for short
+    work) as the cluster sets them; a new cluster has ``scheduling.policy.types.GOODPUT``."""
     return PolicyConfig(
-        window_s=cluster.window_days * 86400.0, min_runtime_cap_s=float(cluster.min_runtime_cap_s)
+        window_s=cluster.window_days * 86400.0,
+        min_runtime_cap_s=float(cluster.min_runtime_cap_s),
+        **goodput_fields(cluster),
     )
+
+
+def goodput_fields(cluster: Cluster) -> dict:
+    """The cluster's settings of the rules of issue 17, as PolicyConfig fields (the pass, the start
+    options and the what-if replays plan with the same)."""
+    return {
+        "goodput_victims": cluster.goodput_victims,
+        "end_work_margin": float(cluster.end_work_margin),
+        "rebalance_hysteresis": float(cluster.rebalance_hysteresis),
+        "max_loss_per_gpu_s": float(cluster.max_loss_per_gpu_s)
+        if cluster.max_loss_per_gpu_s is not None
+        else None,
+        "drain_release": cluster.drain_release,
+        "short_lane_fraction": float(cluster.short_lane_fraction),
+        "short_max_runtime_s": float(cluster.short_max_runtime_s),
+        "short_max_gpus": int(cluster.short_max_gpus),
+    }
 
 
 def budget_tree(cluster: Cluster) -> tuple[dict[int, str], dict[str, str | None], dict[str, float]]:
@@ -63,24 +96,29 @@ def funded_allocation_ids(cluster: Cluster) -> set[int]:
     return set(Allocation.objects.filter(cluster=cluster, gpus__gt=0).values_list("node_id", flat=True))
 
 
-def _running(cluster: Cluster, paths: dict[int, str]) -> tuple[RunningWorkload, ...]:
-    rows = (
+def _running(cluster: Cluster, paths: dict[int, str], now: datetime) -> tuple[RunningWorkload, ...]:
+    rows = list(
         Run.objects.filter(cluster=cluster, ended_at__isnull=True)
         .order_by("workload_id")
         .annotate(started=Epoch("started_at"), protected=Epoch("protected_until"), submitted=Epoch("workload__submitted_at"))
         .values_list(
             "workload_id", "allocation_id", "user_name", "gpus", "placement", "started", "protected",
             "workload__resumable", "funded", "workload__workload_class", "workload__max_runtime_s", "submitted",
+            "workload__checkpoint_interval_s", "started_at",
         )
     )  # fmt: skip
+    idle = idle_sessions(
+        sessions=[(row[0], row[-1]) for row in rows if row[9] == WorkloadClass.INTERACTIVE], now=now
+    )
     return tuple(
         RunningWorkload(
             id=wid, allocation=paths.get(alloc, UNALLOCATED), user=user, gpus=gpus,
             placement=tuple(sorted((node, int(n)) for node, n in placement)), started_at=started,
             protected_until=protected, resumable=resumable, funded=funded, workload_class=klass,
             expected_end=started + max_rt if max_rt else None, submitted_at=submitted,
+            checkpoint_interval_s=float(interval) if interval else None, idle=wid in idle,
         )
-        for wid, alloc, user, gpus, placement, started, protected, resumable, funded, klass, max_rt, submitted in rows
+        for wid, alloc, user, gpus, placement, started, protected, resumable, funded, klass, max_rt, submitted, interval, _ in rows
     )  # fmt: skip
 
 
@@ -102,6 +140,7 @@ _PENDING_COLUMNS = {
     "held_at": Epoch("held_at"),
     "held_note": F("held_note"),
     "priority": Value(0),
+    "checkpoint_interval_s": Cast("checkpoint_interval_s", FloatField()),
 }
 _PENDING_SETTERS = [PendingWorkload.__dict__[name].__set__ for name in PendingWorkload.__slots__]
 # If the policy's PendingWorkload gains or reorders fields, fall back to its constructor (new
@@ -182,6 +221,23 @@ def _pending(
             del _page_pending[page_key]
         _page_pending[(cluster.pk, cluster.created_at)] = entries
     return tuple(workload for _, workload in entries.values())
+
+
+def in_grace(*, cluster_id: int) -> set[int]:
+    """Workloads preempted with a grace period whose job has not been stopped yet: not startable
+    until it is (``snapshot``), so a requeued one is not started again while it winds down."""
+    return set(
+        Decision.objects.filter(
+            cluster_id=cluster_id, kind=DecisionKind.PREEMPT, grace_until__isnull=False,
+            finished_at__isnull=True, superseded=False,
+        ).values_list("workload_id", flat=True)
+    )  # fmt: skip
+
+
+def _startable(pending: tuple[PendingWorkload, ...], *, cluster_id: int) -> tuple[PendingWorkload, ...]:
+    """The pending workloads less those still winding down from a preemption (``in_grace``)."""
+    stopping = in_grace(cluster_id=cluster_id)
+    return tuple(workload for workload in pending if workload.id not in stopping) if stopping else pending
 
 
 def _path_of(paths: dict[int, str], allocation_id: int | None) -> str:
@@ -265,8 +321,8 @@ def _snapshot(
         cluster=cluster.slug,
         tree=tuple(specs),
         nodes=_nodes(cluster),
-        running=_running(cluster, paths),
-        pending=_pending(cluster, paths, remember=remember, page=page),
+        running=_running(cluster, paths, now),
+        pending=_startable(_pending(cluster, paths, remember=remember, page=page), cluster_id=cluster.pk),
         usage=MappingProxyType({_path_of(paths, a): v for a, v in usage.items()}),
         user_usage=MappingProxyType({(_path_of(paths, a), u): v for (a, u), v in user_usage.items()}),
         backend_name=backend_name,

@@ -23,5 +23,11 @@ urlpatterns = [
         {"verb": "release"},
         name="workload_release",
     ),
+    path(
+        "workloads/<int:workload_id>/renew/",
+        actions.workload_action,
+        {"verb": "renew"},
+        name="workload_renew",
+    ),
     path("workloads/<int:workload_id>/resubmit/", actions.workload_resubmit_view, name="workload_resubmit"),
 ]

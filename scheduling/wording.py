@@ -85,3 +85,47 @@ def group_decisions(decisions: Iterable[Decision]) -> list[DecisionGroup]:
         else:
             groups.append(DecisionGroup(kind, reason, 1, moment, moment))
     return groups
+
+
+@dataclass(frozen=True)
+class LostWork:
+    """What a preemption threw away (DESIGN 2, issue 17): the run's length, the time since its last
+    checkpoint (None: not resumable, or no interval declared) and the GPU-hours lost."""
+
+    ran_s: float
+    since_checkpoint_s: float | None
+    lost_gpu_h: float
+    resumable: bool
+
+
+def lost_work(*, gpus: int, ran_s: float, resumable: bool, checkpoint_interval_s: float | None) -> LostWork:
+    """The rule of ``policy.rules.work_lost``: work that is not resumable loses the whole run;
+    resumable work checkpoints every ``checkpoint_interval_s`` from its start and loses the time
+    since the last one (nothing when it declared no interval: it saves when it is stopped)."""
+    ran_s = max(ran_s, 0.0)
+    if not resumable:
+        return LostWork(ran_s, None, gpus * ran_s / 3600, False)
+    if not checkpoint_interval_s or checkpoint_interval_s <= 0:
+        return LostWork(ran_s, None, 0.0, True)
+    since = ran_s % checkpoint_interval_s
+    return LostWork(ran_s, since, gpus * since / 3600, True)
+
+
+def _hours_minutes(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
+
+
+def preemption_words(lost: LostWork) -> str:
+    """What a preempted workload's owner reads about what it lost, e.g. "preempted after 3 h 10 min;
+    it resumes from its last checkpoint (10 min ago, about 1.3 GPU-hours lost)"."""
+    after = f"preempted after {_hours_minutes(lost.ran_s)}"
+    if not lost.resumable:
+        return f"{after}; it ended; about {lost.lost_gpu_h:.1f} GPU-hours of work were lost"
+    if lost.since_checkpoint_s is None:
+        return f"{after}; it resumes from its last checkpoint (no checkpoint interval declared: counted as no work lost)"
+    return (
+        f"{after}; it resumes from its last checkpoint ({_hours_minutes(lost.since_checkpoint_s)} ago, "
+        f"about {lost.lost_gpu_h:.1f} GPU-hours lost)"
+    )

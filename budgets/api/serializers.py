@@ -165,5 +165,9 @@ class ClusterSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "slug", "backend_kind", "gpu_type", "window_days", "min_runtime_cap_s",
             "pass_interval_s", "node_count", "healthy_node_count", "installed_gpus", "healthy_gpus",
+            "goodput_victims", "end_work_margin", "max_loss_per_gpu_s", "rebalance_hysteresis", "drain_release",
+            "short_lane_fraction",
+            "short_max_runtime_s", "short_max_gpus", "preemption_grace_s", "session_renewals_per_day",
+            "session_warning_min",
         ]  # fmt: skip
         read_only_fields = fields

@@ -122,3 +122,11 @@ class WorkloadDetailSerializer(WorkloadSerializer):
 
 class HoldSerializer(serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+
+
+class RenewalSerializer(serializers.Serializer):
+    """The answer to renew-protection: the session's new end of protection."""
+
+    id = serializers.IntegerField()
+    protected_until = serializers.DateTimeField()
+    renewals_left = serializers.IntegerField(help_text="renewals still possible in the last 24 hours")

@@ -13,6 +13,7 @@ from rest_framework.response import Response
 
 from scheduling.api.serializers import (
     HoldSerializer,
+    RenewalSerializer,
     WorkloadDetailSerializer,
     WorkloadSerializer,
     WorkloadSubmitSerializer,
@@ -21,16 +22,19 @@ from scheduling.models import Cluster
 from scheduling.selectors import workload_get_for_user, workload_list
 from scheduling.services import (
     IllegalTransition,
+    RenewalRefused,
     SubmissionRefused,
     workload_cancel,
     workload_hold,
     workload_release,
+    workload_renew_protection,
     workload_submit,
 )
 
 
 class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Submit, list (filters: cluster, allocation, user, state, class), detail, cancel, hold, release."""
+    """Submit, list (filters: cluster, allocation, user, state, class), detail, cancel, hold, release,
+    renew-protection (interactive sessions)."""
 
     serializer_class = WorkloadSerializer
     filter_backends: list = []
@@ -107,3 +111,18 @@ class WorkloadViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     @action(detail=True, methods=["post"])
     def release(self, request: Request, pk: str) -> Response:
         return self._act(request, pk, workload_release)
+
+    @extend_schema(request=None, responses={200: RenewalSerializer})
+    @action(detail=True, methods=["post"], url_path="renew-protection")
+    def renew_protection(self, request: Request, pk: str) -> Response:
+        """Renew a busy interactive session's protection (docs/policy.md "Interactive sessions");
+        400 with the field the rules refuse it on (state, workload_class, allocation, utilisation,
+        renewals, protected_until)."""
+        workload = workload_get_for_user(user=request.user, workload_id=pk, act=True)
+        try:
+            renewed = workload_renew_protection(workload=workload, actor=request.user)
+        except RenewalRefused as refused:
+            raise serializers.ValidationError(refused.errors) from None
+        body = {"id": renewed.workload.pk, "protected_until": renewed.protected_until,
+                "renewals_left": renewed.renewals_left}  # fmt: skip
+        return Response(RenewalSerializer(body).data)

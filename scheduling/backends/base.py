@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 class BackendUnavailable(RuntimeError):
@@ -71,6 +71,7 @@ class ObservedJob:
     submitted_at: float | None = None  # when the user submitted it (an array's tasks share it)
     max_runtime_s: float | None = None  # the declared limit (Slurm --time, activeDeadlineSeconds)
     held_by: str = ""  # a hold the portal did not set (a user's `scontrol hold`): who holds it
+    checkpoint_interval_s: float | None = None  # declared: it saves its progress this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,7 @@ class PreemptAction:
     attempt: int
     requeue: bool  # True: back to waiting for the portal; False: end the job
     reason: str = ""  # why, in words the job's owner reads (the backend shows it where it can)
+    grace_s: int = 0  # seconds between the termination signal and the kill or requeue (0: at once)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,8 @@ class SubmitRequest:
     resumable: bool
     max_runtime_s: float | None = None
     metadata: dict = field(default_factory=dict)  # command / image, opaque to the portal
+    checkpoint_interval_s: float | None = None  # declared: it saves its progress this often
+    grace_s: int = 0  # the cluster's preemption grace, for backends that set it on the job itself
 
 
 class Backend(Protocol):
@@ -143,4 +147,18 @@ class Backend(Protocol):
 
     def submit(self, request: SubmitRequest) -> str:
         """Create a waiting job for a workload submitted through the API; returns its ref."""
+        ...
+
+
+@runtime_checkable
+class GracefulBackend(Protocol):
+    """A backend whose preemption with a grace period is two steps: ``apply`` sends the job its
+    termination signal (``PreemptAction.grace_s`` > 0) and leaves it running; once the grace has
+    passed, ``finish_preemptions`` kills or requeues it (Slurm). Dispatch records when each is due
+    and calls it from later passes until it succeeds. Backends that let the platform wait out the
+    grace (Kubernetes' terminationGracePeriodSeconds) do not implement it."""
+
+    def finish_preemptions(self, actions: list[PreemptAction]) -> None:
+        """Kill or requeue each job signalled earlier; idempotent (a job already stopped is left
+        alone). Raises ActionsRefused (after finishing the others) for those it could not stop."""
         ...

@@ -8,7 +8,9 @@
   so each pod gets its own node), records the attempt and placement, and sets ``suspend: false``.
   Kubernetes allows scheduling directives to change exactly while a Job is suspended.
 - preempt, resumable: ``suspend: true`` (the Job controller deletes the pods; the Job waits again);
-  preempt, not resumable, and cancel: delete the Job (background propagation).
+  preempt, not resumable, and cancel: delete the Job (background propagation). Either way the
+  kubelet sends SIGTERM and kills after the pod's ``terminationGracePeriodSeconds``: the portal
+  sets it to the cluster's ``preemption_grace_s`` on Jobs it creates (a native Job keeps its own).
 - nodes: allocatable ``nvidia.com/gpu``, the Ready condition, cordons and NoSchedule/NoExecute taints.
 An API server that does not answer (connection refused, timeout, 5xx) raises BackendUnavailable.
 """
@@ -42,6 +44,7 @@ from .base import (
 from .kubernetes_parse import (
     ALLOCATION_LABEL,
     ATTEMPT_ANNOTATION,
+    CHECKPOINT_ANNOTATION,
     GPU_RESOURCE,
     HOSTNAME_LABEL,
     MIN_RUNTIME_ANNOTATION,
@@ -54,6 +57,7 @@ from .kubernetes_parse import (
     WORKLOAD_LABEL,
     KubeJob,
     KubeNode,
+    checkpoint_interval,
     parse_jobs,
     parse_nodes,
 )
@@ -189,6 +193,7 @@ class KubernetesBackend:
             submitted_at=job.created_at,
             max_runtime_s=job.deadline_s,
             held_by=suspended_by_user(job),
+            checkpoint_interval_s=checkpoint_interval(annotations),
         )
 
     def min_runtime_s(self, job: KubeJob) -> float | None:
@@ -240,7 +245,16 @@ class KubernetesBackend:
                 mark = {"op": "add", "path": f"/metadata/annotations/{_escape(SUSPENDED_BY_ANNOTATION)}",
                         "value": "portal"}  # fmt: skip
                 self._patch(job, [mark, {"op": "replace", "path": "/spec/suspend", "value": True}])
-        elif isinstance(action, PreemptAction | CancelAction):
+        elif isinstance(action, PreemptAction):  # the pods get their terminationGracePeriodSeconds
+            grace = {"grace_period_seconds": action.grace_s} if action.grace_s > 0 else {}
+            self._call(
+                self.batch.delete_namespaced_job,
+                job.name,
+                job.namespace,
+                propagation_policy="Background",
+                **grace,
+            )
+        elif isinstance(action, CancelAction):
             self._call(
                 self.batch.delete_namespaced_job, job.name, job.namespace, propagation_policy="Background"
             )
@@ -409,6 +423,8 @@ def job_manifest(request: SubmitRequest, *, namespace: str, image: str) -> dict:
         RESUMABLE_ANNOTATION: "true" if request.resumable else "false",
         USER_ANNOTATION: request.user,
     }
+    if request.checkpoint_interval_s:
+        annotations[CHECKPOINT_ANNOTATION] = f"{int(request.checkpoint_interval_s)}s"
     spec = {
         "suspend": True,
         "parallelism": pods,
@@ -440,4 +456,7 @@ def pod_spec(request: SubmitRequest, *, per_pod: int, image: str) -> dict:
         "resources": {"limits": {GPU_RESOURCE: str(per_pod)}},
     }
     toleration = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
-    return {"restartPolicy": "Never", "containers": [container], "tolerations": [toleration]}
+    spec: dict = {"restartPolicy": "Never", "containers": [container], "tolerations": [toleration]}
+    if request.grace_s > 0:  # a preemption (suspend or delete) signals, then kills after this
+        spec["terminationGracePeriodSeconds"] = int(request.grace_s)
+    return spec

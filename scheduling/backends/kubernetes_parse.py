@@ -9,6 +9,7 @@ and the adapter agree on one vocabulary:
     metadata.annotations:  gpu-portal.io/allocation-path   the allocation's slug path ("ai2/nlp/olmo")
                            gpu-portal.io/min-runtime       "2h", "30m", "90s" (cluster default if absent)
                            gpu-portal.io/resumable         "true" / "false" (cluster default if absent)
+                           gpu-portal.io/checkpoint-interval  "30m": how often it saves progress
                            gpu-portal.io/user              who submitted it
                            gpu-portal.io/attempt           written by the portal when it starts the job
                            gpu-portal.io/placement         the nodes the portal chose ("n1,n2")
@@ -19,12 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from .slurm_parse import parse_duration
+
 PREFIX = "gpu-portal.io/"
 ALLOCATION_LABEL = PREFIX + "allocation"
 WORKLOAD_LABEL = PREFIX + "workload"
 PATH_ANNOTATION = PREFIX + "allocation-path"
 MIN_RUNTIME_ANNOTATION = PREFIX + "min-runtime"
 RESUMABLE_ANNOTATION = PREFIX + "resumable"
+CHECKPOINT_ANNOTATION = PREFIX + "checkpoint-interval"
 USER_ANNOTATION = PREFIX + "user"
 ATTEMPT_ANNOTATION = PREFIX + "attempt"
 PLACEMENT_ANNOTATION = PREFIX + "placement"
@@ -79,6 +83,14 @@ class KubeJob:
     @property
     def ref(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+def checkpoint_interval(annotations: dict[str, str]) -> float | None:
+    """The ``gpu-portal.io/checkpoint-interval`` annotation ("30m", "1h", "900s"): how often the
+    Job saves its progress, so a preemption loses at most that much. None when absent, unreadable
+    or not positive."""
+    declared = parse_duration(annotations.get(CHECKPOINT_ANNOTATION, ""))
+    return declared if declared is not None and declared > 0 else None
 
 
 def parse_time(text: str | None) -> float | None:

@@ -8,7 +8,11 @@ Race-free control (docs/backends.md):
 - start: pin the placement (`scontrol update JobId=X NodeList=... StartTime=now`); a job the portal
   requeued and held is released. Array tasks are addressed one by one (`120_5`). docs/slurm.md.
 - preempt, resumable: `scontrol requeuehold X` (back to waiting for the portal, same job id);
-  preempt, not resumable: `scancel X` (Slurm sends SIGTERM, then SIGKILL after KillWait: the grace).
+  preempt, not resumable: `scancel X` (Slurm sends SIGTERM, then SIGKILL after KillWait).
+  With the cluster's grace period (``PreemptAction.grace_s`` > 0), GraceTime-style: first
+  `scancel --signal=TERM --full X` and a `portal_term` mark in AdminComment (the job keeps running
+  and reads as already waiting, or ended, to the portal); once the grace has passed a later pass
+  calls ``finish_preemptions``, which requeues-and-holds or cancels it.
 - cancel: `scancel X`. Ended jobs (completed, failed, cancelled) are read from `squeue -t all`.
 Every command runs with a timeout; a controller that does not answer raises BackendUnavailable.
 """
@@ -44,6 +48,7 @@ from .slurm_parse import (
     SlurmNode,
     SlurmReportedError,
     SlurmRun,
+    checkpoint_interval,
     expand_hostlist,
     parse_bool,
     parse_comment,
@@ -82,7 +87,8 @@ JOB_STATES = {
 ATTEMPT_KEY = "portal_attempt"
 RESTARTS_KEY = "portal_restarts"  # Slurm's restart count when the portal released the job
 HOLD_KEY = "portal_hold"  # 1: the portal requeued and held the job (a preemption), it releases it
-PORTAL_KEYS = (ATTEMPT_KEY, RESTARTS_KEY, HOLD_KEY)
+TERM_KEY = "portal_term"  # requeue | end: the portal preempted it with a grace period (signalled)
+PORTAL_KEYS = (ATTEMPT_KEY, RESTARTS_KEY, HOLD_KEY, TERM_KEY)
 WAIT_FOR_PORTAL = "--begin=now+2600weeks"  # sbatch's way of saying "not before the portal starts it"
 NOTE_SEPARATOR = " | "  # AdminComment: "<portal keys> | <sentence for people>"
 ADMIN_COMMENT_LIMIT = 1000
@@ -249,6 +255,7 @@ class SlurmBackend:
             submitted_at=job.submitted_at,
             max_runtime_s=job.time_limit_s,
             held_by=held_by(job) if state is JobState.WAITING else "",
+            checkpoint_interval_s=checkpoint_interval(keys),
         )
 
     def min_runtime_s(self, keys: dict[str, str]) -> float | None:
@@ -299,21 +306,61 @@ class SlurmBackend:
         if isinstance(action, StartAction):
             if state is JobState.WAITING:
                 self.start(job, action.placement, attempt=action.attempt)
+        elif isinstance(action, PreemptAction) and action.grace_s > 0:
+            if state is JobState.RUNNING:
+                self.signal(job, action)
         elif isinstance(action, PreemptAction) and action.requeue:
             if state is JobState.RUNNING:
-                marks = {**portal_marks(job), HOLD_KEY: "1"}  # first: the hold must read as ours
-                self.cli.run(
-                    "scontrol", "update", f"JobId={job.ref}", admin_comment(marks, note=action.reason)
-                )
-                self.cli.run("scontrol", "requeuehold", job.ref)
+                self.requeue_hold(job, note=action.reason)
         elif isinstance(action, PreemptAction):
-            note = f"preempted by the GPU portal: {action.reason or 'its GPUs were given to other work'}"
-            self.cli.run(
-                "scontrol", "update", f"JobId={job.ref}", admin_comment(portal_marks(job), note=note)
-            )
-            self.cli.run("scancel", job.ref)
+            self.end(job, note=action.reason)
         elif isinstance(action, CancelAction):
             self.cli.run("scancel", job.ref)
+
+    def requeue_hold(self, job: SlurmJob, *, note: str) -> None:
+        """Back to waiting for the portal, same job id; the hold reads as the portal's own."""
+        marks = {**portal_marks(job), HOLD_KEY: "1"}  # first: the hold must read as ours
+        self.cli.run("scontrol", "update", f"JobId={job.ref}", admin_comment(marks, note=note))
+        self.cli.run("scontrol", "requeuehold", job.ref)
+
+    def end(self, job: SlurmJob, *, note: str) -> None:
+        """Cancel a preempted job that is not resumable (Slurm: SIGTERM, SIGKILL after KillWait)."""
+        said = f"preempted by the GPU portal: {note or 'its GPUs were given to other work'}"
+        self.cli.run("scontrol", "update", f"JobId={job.ref}", admin_comment(portal_marks(job), note=said))
+        self.cli.run("scancel", job.ref)
+
+    def signal(self, job: SlurmJob, action: PreemptAction) -> None:
+        """The first step of a preemption with a grace period: mark the job (``portal_term``, so it
+        reads as already waiting, or ended, while it winds down) and send SIGTERM to the batch
+        shell and every step; ``finish_preemptions`` stops it once the grace has passed."""
+        marks = {**portal_marks(job), TERM_KEY: "requeue" if action.requeue else "end"}
+        if action.requeue:
+            marks[HOLD_KEY] = "1"
+        grace = f"{action.reason} (SIGTERM sent; stopped after {action.grace_s} s)".strip()
+        self.cli.run("scontrol", "update", f"JobId={job.ref}", admin_comment(marks, note=grace))
+        self.cli.run("scancel", "--signal=TERM", "--full", job.ref)
+
+    def finish_preemptions(self, actions: list[PreemptAction]) -> None:
+        """The second step: requeue-and-hold (resumable) or cancel each job signalled by ``signal``
+        once its grace has passed. A requeued job that already left (it exited on SIGTERM) is
+        requeued all the same (Slurm requeues a finished batch job it still knows); a job Slurm no
+        longer reports, or already back to waiting, is left alone. Idempotent."""
+        current = {job.ref: job for job in self.jobs()}
+        refused: dict[int, str] = {}
+        for action in actions:
+            job = current.get(action.ref)
+            if job is None:
+                continue
+            try:
+                if action.requeue and not (job.held and JOB_STATES.get(job.state) is JobState.WAITING):
+                    self.requeue_hold(job, note=action.reason)
+                elif not action.requeue and JOB_STATES.get(job.state, JobState.WAITING) not in ENDED:
+                    self.end(job, note=action.reason)
+            except SlurmCommandError as error:
+                logger.warning("Slurm refused to finish the preemption of job %s: %s", action.ref, error)
+                refused[action.workload_id] = f"Slurm refused job {action.ref}: {error}"
+        if refused:
+            raise ActionsRefused(refused)
 
     def start(self, job: SlurmJob, placement: tuple[tuple[str, int], ...], *, attempt: int) -> None:
         """Pin the job to the placement's nodes, make it eligible now, mark the attempt; a job the
@@ -322,6 +369,8 @@ class SlurmBackend:
             raise SlurmCommandError(
                 f"job {job.ref} is held by {held_by(job)}; the portal does not release it"
             )
+        if portal_marks(job).get(TERM_KEY) and JOB_STATES.get(job.state) is JobState.RUNNING:
+            raise SlurmCommandError(f"job {job.ref} is still stopping (its preemption's grace period)")
         nodes = sorted(node for node, _gpus in placement)
         update = ["scontrol", "update", f"JobId={job.ref}", f"NodeList={','.join(nodes)}", "StartTime=now"]
         marks = {ATTEMPT_KEY: str(attempt), RESTARTS_KEY: str(job.restarts)}
@@ -370,6 +419,8 @@ class SlurmBackend:
             f"workload={request.workload_id},user={request.user},"
             f"min_runtime={int(request.min_runtime_s)}s,resumable={'yes' if request.resumable else 'no'}"
         )
+        if request.checkpoint_interval_s:
+            comment += f",checkpoint={int(request.checkpoint_interval_s)}s"
         arguments = [
             WAIT_FOR_PORTAL,  # as job_submit.lua does: a begin time only the portal moves to now
             f"--account={account_name(request.account)}",
@@ -436,10 +487,17 @@ def released_by_portal(job: SlurmJob) -> bool:
 def observed_state(job: SlurmJob) -> JobState:
     """Slurm's job state in the portal's words. A job the portal released that Slurm has not
     started yet (its pinned nodes are still being freed) is admitted: it counts as running there.
-    A requeued-and-held job still COMPLETING (its processes being killed) is already waiting."""
+    A requeued-and-held job still COMPLETING (its processes being killed) is already waiting; so is
+    one the portal preempted with a grace period (``portal_term=requeue``) while it winds down, and
+    one marked ``portal_term=end`` has ended (the portal already recorded the preemption)."""
     if job.state == "COMPLETING" and job.held:
         return JobState.WAITING
     state = JOB_STATES.get(job.state, JobState.WAITING)
+    term = portal_marks(job).get(TERM_KEY, "")
+    if term == "requeue":  # preempted with a grace period: waiting for the portal from the signal on
+        return JobState.WAITING
+    if term == "end" and state not in ENDED:  # ... or, not resumable, ended from the signal on
+        return JobState.CANCELLED
     if state is JobState.WAITING and not job.held and released_by_portal(job) and not portal_held(job):
         return JobState.RUNNING
     return state

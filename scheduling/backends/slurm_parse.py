@@ -106,6 +106,14 @@ def parse_comment(comment: str) -> dict[str, str]:
     return {key.strip().lower(): value.strip() for key, value in pairs}
 
 
+def checkpoint_interval(keys: dict[str, str]) -> float | None:
+    """`checkpoint=30m` in a job's comment (the duration syntax of `min_runtime`): how often the
+    job saves its progress, so a preemption loses at most that much. None when absent, unreadable
+    or not positive."""
+    declared = parse_duration(keys.get("checkpoint", ""))
+    return declared if declared is not None and declared > 0 else None
+
+
 def parse_bool(text: str) -> bool | None:
     lowered = text.strip().lower()
     if lowered in {"1", "yes", "true", "y", "on"}:

@@ -4,6 +4,7 @@ Services are ``<entity>_<verb>(*, ...)`` functions that run in a transaction and
 moves. The scheduling pass itself is :func:`scheduling.passes.run_pass`.
 """
 
+from scheduling.services.renewals import RenewalRefused, Renewed, workload_renew_protection
 from scheduling.services.runs import run_close, run_open
 from scheduling.services.workloads import (
     IllegalTransition,
@@ -20,6 +21,8 @@ from scheduling.services.workloads import (
 
 __all__ = [
     "IllegalTransition",
+    "RenewalRefused",
+    "Renewed",
     "SubmissionRefused",
     "SubmitResult",
     "run_close",
@@ -28,6 +31,7 @@ __all__ = [
     "workload_cancel",
     "workload_hold",
     "workload_release",
+    "workload_renew_protection",
     "workload_resubmit",
     "workload_submit",
     "workload_transition",

@@ -433,6 +433,9 @@ def workload_adopt(*, cluster: Cluster, job: ObservedJob, now: datetime) -> Work
         min_runtime_requested_s=min_runtime,
         max_runtime_s=max_runtime,
         resumable=bool(job.resumable),
+        checkpoint_interval_s=int(job.checkpoint_interval_s)
+        if job.resumable and job.checkpoint_interval_s
+        else None,
         source=WorkloadSource.NATIVE,
         backend_ref=job.ref,
         metadata={"account": job.account},

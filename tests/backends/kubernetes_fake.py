@@ -80,6 +80,7 @@ class FakeKubernetes:
         self.events: list[dict] = []
         self.requests: list[tuple[str, str]] = []
         self.unavailable = False
+        self.deletes: list[tuple[str, dict[str, str]]] = []  # ("namespace/name", query) per Job deleted
         self.denied_patches: set[str] = set()  # Job names an admission webhook refuses to change
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -226,6 +227,7 @@ class FakeKubernetes:
         if method == "PATCH":
             return 200, self._patch(key, body)
         if method == "DELETE":
+            self.deletes.append((f"{namespace}/{name}", dict(query)))
             self.jobs.pop(key)
             return 200, status_body(200, "", "deleted")
         raise KeyError(path)

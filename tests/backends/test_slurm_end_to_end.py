@@ -44,6 +44,12 @@ def lab(slurm):  # noqa: ANN001, ANN201
     cluster = Cluster.objects.create(
         name="slurm-test", slug="slurm-test", backend_kind="slurm", gpu_type="gpu",
         backend_settings={"slurm_conf": SLURM_CONF, "timeout_s": 3, "slurm_users": ["root"]},
+        # These tests check Slurm's side of decisions the rules before issue 17 make (they fill nodes
+        # exactly with 4-GPU jobs, expect reservations by the drain rule and a preemption done in the
+        # pass that decides it), so the lab runs those rules and no grace period, except in
+        # test_a_preemption_with_a_grace_period_signals_first_and_requeues_after_it.
+        goodput_victims=False, end_work_margin=0.0, max_loss_per_gpu_s=None, rebalance_hysteresis=0.0,
+        drain_release=True, short_lane_fraction=0.0, preemption_grace_s=0,
     )  # fmt: skip
     root = BudgetNode.objects.create(name="Lab", slug=root_slug, path=root_slug)
     vision = BudgetNode.objects.create(name="Vision", slug="vision", parent=root, path=f"{root_slug}/vision")
@@ -125,6 +131,34 @@ def test_fair_share_preempts_the_over_served_resumable_job_and_spares_the_protec
     restarted = lab.slurm.wait_for_state(victim.backend_ref, "RUNNING", timeout=20)
     assert restarted == run_nodes(Run.objects.get(workload=victim, attempt=2))
     assert_runs_match_accounting(lab)
+
+
+def test_a_preemption_with_a_grace_period_signals_first_and_requeues_after_it(lab):
+    Cluster.objects.filter(pk=lab.cluster.pk).update(preemption_grace_s=3)
+    resumable = [
+        sbatch(lab, lab.language, 8, "--requeue", "--comment=min_runtime=2s,checkpoint=1m") for _ in range(4)
+    ]
+    assert scheduling_pass(lab).started_count == 4
+    all_running(lab, resumable)
+    assert workload(lab, resumable[0]).checkpoint_interval_s == 60
+    time.sleep(2.5)  # past their minimum runtime
+    newcomer = sbatch(lab, lab.vision, 8, "--requeue", "--comment=min_runtime=1h")
+
+    scheduling_pass(lab)
+
+    preempt = Decision.objects.get(kind="preempt", workload__cluster=lab.cluster)
+    victim = preempt.workload
+    assert preempt.grace_until is not None and preempt.finished_at is None
+    assert "portal_term=requeue" in _job(lab, victim.backend_ref).admin_comment  # signalled, not requeued
+    victim.refresh_from_db()
+    assert victim.state == "pending"  # the portal recorded the preemption at the signal
+    time.sleep(3.5)  # the grace passes
+
+    scheduling_pass(lab)
+
+    assert Decision.objects.get(pk=preempt.pk).finished_at is not None
+    assert lab.slurm.wait_for(lambda: lab.slurm.squeue(victim.backend_ref)[0] == "PENDING", what="requeued")
+    assert lab.slurm.wait_for_state(newcomer, "RUNNING", timeout=20) == run_nodes(open_run(lab, newcomer))
 
 
 def fragment_the_cluster(lab) -> SimpleNamespace:  # noqa: ANN001

@@ -258,3 +258,21 @@ def test_a_gpu_type_the_cluster_lacks_is_refused_and_a_checkpoint_without_resuma
         == "warning: A checkpoint interval only matters for resumable work: a preemption ends this workload.\n"
     )
     assert Workload.objects.get().checkpoint_interval_s == 600
+
+
+def test_renew_extends_a_busy_sessions_protection_and_says_why_not_when_it_may_not(gpus, lab):
+    workload_submit(actor=lab.bob, cluster=lab.main, allocation_path="lab/vision/perception", gpus=1,
+                    workload_class="interactive", min_runtime_s=1800, metadata={"duration_s": 86400})  # fmt: skip
+    batch = workload_submit(actor=lab.bob, cluster=lab.main, allocation_path="lab/vision/perception", gpus=1,
+                            min_runtime_s=1800, metadata={"duration_s": 86400}).workload  # fmt: skip
+    run_pass(cluster_id=lab.main.pk, now=timezone.now())
+    session = Workload.objects.get(workload_class="interactive")
+    assert session.state == WorkloadState.RUNNING
+
+    ran = gpus("renew", session.pk)
+
+    assert ran.code == 0, ran.err
+    assert ran.out.startswith(f"Workload {session.pk}: protected until ") and "(1 renewal left" in ran.out
+    refused = gpus("renew", batch.pk)
+    assert refused.code == ExitCode.REFUSED
+    assert "workload_class: Only interactive sessions can renew their protection" in refused.err

@@ -50,18 +50,26 @@ def test_a_run_opened_twice_records_one_started_event_for_its_owner(lab, django_
 
 
 def test_a_preemption_says_what_was_lost_and_whether_it_was_requeued(lab):
-    kept = workload(lab, lab.bob, resumable=True, metadata={"checkpoint_interval_s": 1800})
+    kept = workload(lab, lab.bob, resumable=True, checkpoint_interval_s=1800)
     ended = workload(lab, lab.dave, allocation=lab.language, gpus=4)
-    for w in (kept, ended):
+    unknown = workload(lab, lab.alice, allocation=lab.vision, gpus=2, resumable=True)
+    for w in (kept, ended, unknown):
         run, _ = run_open(
             workload=w, attempt=1, placement=[], started_at=NOW, protected_until=NOW, funded=True
         )
-        run_close(run=run, ended_at=NOW + timedelta(hours=3), reason="preempted")
+        run_close(run=run, ended_at=NOW + timedelta(hours=3, minutes=10), reason="preempted")
     fan_out_all()
     bob = Notification.objects.get(user=lab.bob, event__kind="preempted").event
     dave = Notification.objects.get(user=lab.dave, event__kind="preempted").event
-    assert "about 4.0 GPU-hours of work were lost" in bob.body and "requeued" in bob.body  # 8 GPUs x 30 min
-    assert "about 12.0 GPU-hours of work were lost" in dave.body and "it ended" in dave.body  # 4 GPUs x 3 h
+    alice = Notification.objects.get(user=lab.alice, event__kind="preempted").event
+    # checkpoints every 30 min from the start: the last one at 3 h, 10 min before; 8 GPUs x 10 min
+    assert (
+        "preempted after 3 h 10 min; it resumes from its last checkpoint (10 min ago, about 1.3 GPU-hours lost)"
+        in bob.body
+    )
+    assert "requeued" in bob.body
+    assert "it ended; about 12.7 GPU-hours of work were lost" in dave.body  # 4 GPUs x 3 h 10 min
+    assert "no checkpoint interval declared" in alice.body
 
 
 def test_holding_a_workload_tells_its_owner_with_the_note(lab):
@@ -85,6 +93,33 @@ def test_protection_ending_is_told_once_interactive_sessions_first(lab, settings
     events = list(Event.objects.order_by("id"))
     assert [e.workload_id for e in events] == [session.pk, batch.pk]  # ...told once, the session first
     assert events[0].params["minutes"] == 10
+
+
+def test_a_session_is_warned_by_its_clusters_knob_once_per_end_of_protection_and_again_after_renewing(lab):
+    from scheduling.models import Cluster, ProtectionRenewal
+
+    Cluster.objects.filter(pk=lab.main.pk).update(session_warning_min=20)
+    session = workload(lab, lab.dave, allocation=lab.language, workload_class="interactive", state="running")
+    batch = workload(lab, lab.bob, state="running")
+    for w in (session, batch):
+        run_open(workload=w, attempt=1, placement=[], started_at=NOW - timedelta(hours=1),
+                 protected_until=NOW + timedelta(minutes=18), funded=True)  # fmt: skip
+    Event.objects.all().delete()
+
+    assert checks.protection_ending_check(now=NOW) == 1  # the session (20 min); batch waits for 15 min
+    assert checks.protection_ending_check(now=NOW + timedelta(minutes=1)) == 1  # checked again: told once
+    assert Event.objects.filter(kind=EventKind.PROTECTION_ENDING).count() == 1
+    fan_out_all()
+    told = Event.objects.get(kind=EventKind.PROTECTION_ENDING)
+    assert told.workload_id == session.pk and f"gpus renew {session.pk}" in told.body
+    assert "(2 renewals left in 24 hours)" in told.body
+
+    run = Run.objects.get(workload=session)  # the owner renews: a new end of protection, a new warning
+    ProtectionRenewal.objects.create(workload=session, run=run, at=NOW, actor="dave",
+                                     protected_before=run.protected_until, protected_until=NOW + timedelta(hours=8))  # fmt: skip
+    Run.objects.filter(pk=run.pk).update(protected_until=NOW + timedelta(hours=8))
+    assert checks.protection_ending_check(now=NOW + timedelta(hours=7, minutes=45)) == 1
+    assert Event.objects.filter(kind=EventKind.PROTECTION_ENDING, workload=session).count() == 2
 
 
 def test_a_manager_hears_when_an_allocation_delivers_under_95_percent_of_owed(lab):

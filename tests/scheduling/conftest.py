@@ -6,7 +6,8 @@
     +- language (16)               dave    member of language
     +- sandbox (0: unfunded)       oscar   staff (on-call)
 
-Cluster "main": simulated, 4 nodes x 8 A100 in two racks; min-runtime cap 8 h.
+Cluster "main": simulated, 4 nodes x 8 A100 in two racks; min-runtime cap 8 h; the rules of
+issue 17 as a new cluster has them (GOODPUT).
 """
 
 from __future__ import annotations
