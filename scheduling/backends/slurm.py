@@ -352,7 +352,11 @@ class SlurmBackend:
             if job is None:
                 continue
             try:
-                if action.requeue and not (job.held and JOB_STATES.get(job.state) is JobState.WAITING):
+                if action.requeue and JOB_STATES.get(job.state) in ENDED:
+                    # it exited on SIGTERM: Slurm updates no finished job, but requeues it, and the
+                    # marks ``signal`` wrote (the hold reads as ours) are still on it
+                    self.cli.run("scontrol", "requeuehold", job.ref)
+                elif action.requeue and not (job.held and JOB_STATES.get(job.state) is JobState.WAITING):
                     self.requeue_hold(job, note=action.reason)
                 elif not action.requeue and JOB_STATES.get(job.state, JobState.WAITING) not in ENDED:
                     self.end(job, note=action.reason)
@@ -488,14 +492,15 @@ def observed_state(job: SlurmJob) -> JobState:
     """Slurm's job state in the portal's words. A job the portal released that Slurm has not
     started yet (its pinned nodes are still being freed) is admitted: it counts as running there.
     A requeued-and-held job still COMPLETING (its processes being killed) is already waiting; so is
-    one the portal preempted with a grace period (``portal_term=requeue``) while it winds down, and
+    one the portal preempted with a grace period (``portal_term=requeue``) while it winds down or
+    once it exited on the signal (not one somebody cancelled meanwhile), and
     one marked ``portal_term=end`` has ended (the portal already recorded the preemption)."""
     if job.state == "COMPLETING" and job.held:
         return JobState.WAITING
     state = JOB_STATES.get(job.state, JobState.WAITING)
     term = portal_marks(job).get(TERM_KEY, "")
-    if term == "requeue":  # preempted with a grace period: waiting for the portal from the signal on
-        return JobState.WAITING
+    if term == "requeue" and job.state != "CANCELLED":  # preempted with a grace period: waiting
+        return JobState.WAITING  # for the portal from the signal on (unless someone cancelled it)
     if term == "end" and state not in ENDED:  # ... or, not resumable, ended from the signal on
         return JobState.CANCELLED
     if state is JobState.WAITING and not job.held and released_by_portal(job) and not portal_held(job):
