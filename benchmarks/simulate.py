@@ -19,12 +19,14 @@ import sys
 import time
 from dataclasses import replace
 
-from scheduling.simulator import run_simulation
+from scheduling.policy import PolicyConfig
+from scheduling.simulator import policy_config, run_simulation
 from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario
 
 MONTH = Ai2Parameters(days=30.0, seed=1)
 TENFOLD = replace(MONTH, days=10.0, nodes=1250, teams=150, researchers=1500)
 MONTH_TARGET_S = 15.0
+CLASSIC = "fairshare-7040c65"
 
 
 class _OutOfTime(Exception):
@@ -41,7 +43,7 @@ def measure(
         began = time.perf_counter()
         progress = _deadline(began, limit_s) if limit_s else None
         try:
-            summary = run_simulation(inputs, policy=policy, progress=progress).summary
+            summary = run_simulation(inputs, policy=policy, config=_config(policy), progress=progress).summary
         except _OutOfTime as stopped:
             reached = float(stopped.args[0])
             return _partial(parameters, inputs, policy, time.perf_counter() - began, reached)
@@ -62,6 +64,12 @@ def measure(
         "delivered_owed_ratio": summary["delivered_owed_ratio"],
         "occupancy": summary["occupancy"],
     }
+
+
+def _config(policy: str) -> PolicyConfig:
+    """The named policy's configuration; ``fairshare-7040c65``: fair share as it was before issue
+    17's rules (a bare ``PolicyConfig``)."""
+    return PolicyConfig() if policy == CLASSIC else policy_config(policy)
 
 
 def _deadline(began: float, limit_s: float):
@@ -99,7 +107,12 @@ def main(argv: list[str] | None = None) -> int:
         "--json", action="store_true", help="print one JSON object (the default prints it too)"
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs per case; the median is reported")
-    parser.add_argument("--policy", default="fairshare", help="fairshare, priority, fifo, easy or slurm")
+    parser.add_argument(
+        "--policy",
+        default="fairshare",
+        help="fairshare, priority, fifo, easy or slurm; or fairshare-7040c65: fair share without issue 17's"
+        " rules (as commit 7040c65 planned it), to compare speed like for like with an older tree",
+    )
     parser.add_argument("--skip-tenfold", action="store_true", help="only the 1,000-GPU month")
     parser.add_argument(
         "--limit-s", type=float, default=None, help="stop a run after this long and extrapolate"
