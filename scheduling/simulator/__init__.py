@@ -14,7 +14,7 @@ from typing import Any
 
 from scheduling.policy import PolicyConfig
 from scheduling.policy.types import GOODPUT
-from scheduling.simulator.engine import Engine, Planner, Progress
+from scheduling.simulator.engine import DEFAULT_RESUBMIT_DELAY_S, Engine, Planner, Progress
 from scheduling.simulator.model import NodeOutage, SimJob, SimulationError, SimulationInput
 from scheduling.simulator.result import SimulationResult, summarize
 
@@ -66,12 +66,16 @@ def run_simulation(
     planner: Planner | None = None,
     pass_interval_s: float = 10.0,
     progress: Progress | None = None,
+    resubmit_delay_s: float | None = DEFAULT_RESUBMIT_DELAY_S,
 ) -> SimulationResult:
     """Replay ``inputs`` under ``policy`` (or an explicit ``config``) and measure it.
 
     ``planner`` defaults to the real policy (``plan`` with ``explain=False``: the same decisions,
     without the pending reasons nobody reads here), fed the pending queue the engine keeps grouped;
     tests may pass a stand-in called as ``planner(snapshot, now, config)``.
+
+    ``resubmit_delay_s``: a non-resumable workload ended by a preemption or a node failure is
+    submitted again by its owner that long after, with its full duration; ``None``: it stays ended.
     """
     began = time.perf_counter()
     engine = Engine(
@@ -80,6 +84,7 @@ def run_simulation(
         planner,
         pass_interval_s=pass_interval_s,
         progress=progress,
+        resubmit_delay_s=resubmit_delay_s,
     )
     engine.run()
     return summarize(engine, policy, time.perf_counter() - began)

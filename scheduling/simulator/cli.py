@@ -25,7 +25,8 @@ from scheduling.simulator import (
     run_simulation,
 )
 from scheduling.simulator.cluster import NodeGroup, group_nodes, read_cluster_file
-from scheduling.simulator.report import render_html
+from scheduling.simulator.options import add_resubmit_arguments, resubmit_delay
+from scheduling.simulator.report import SIDE_BY_SIDE_KEYS, render_html
 from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario, node_outages
 from scheduling.simulator.traces import (
     TraceError,
@@ -77,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--html", metavar="FILE", help="write a self-contained Plotly report")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     _add_policy_arguments(parser)
+    add_resubmit_arguments(parser)
     _add_trace_arguments(parser)
     _add_scenario_arguments(parser)
 
@@ -231,6 +233,7 @@ def run_policies(
             config=policy_config(name, **overrides),
             pass_interval_s=options.get("pass_interval_s") or 10.0,
             progress=bar,
+            resubmit_delay_s=resubmit_delay(options),
         )
         if bar:
             bar.done()
@@ -325,6 +328,7 @@ def side_by_side(results: Sequence[SimulationResult]) -> str:
         "preemptions",
         "lost_gpu_hours",
         "jobs",
+        *SIDE_BY_SIDE_KEYS,
         "passes",
         "sim_wall_s",
     ]

@@ -7,6 +7,11 @@ failure or repair, a cancelled job, or protected work becoming preemptible while
 A pass's own decisions do not call for another pass: ``plan()`` starts a preemptor in the pass
 that evicts its victims, and re-planning an unchanged cluster decides nothing (no flip-flop).
 
+A non-resumable workload ended by a preemption or a node failure is resubmitted by its owner
+``resubmit_delay_s`` later (None: never) with its full duration, as a new submission (its submit
+time is the resubmission's); its funded demand stays owed from the end to its completion, so a
+policy that throws work away cannot make its delivered/owed look better by it.
+
 Per pass: 1. accrue the metrics up to now, 2. build the snapshot from the in-memory cluster
 (usage from incremental hourly marks, never from the history of runs), 3. call ``plan()``
 (handed the pending queue already grouped, kept so from change to change: pending.py),
@@ -15,6 +20,7 @@ Per pass: 1. accrue the metrics up to now, 2. build the snapshot from the in-mem
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import time
@@ -42,7 +48,9 @@ Planner = Callable[[Snapshot, float, PolicyConfig], Plan]
 Progress = Callable[[float], None]
 
 # Event kinds, in the order they are handled when they share a time stamp (the pass comes last).
-REPAIR, FAILURE, COMPLETION, CANCEL, ARRIVAL, WAKE, PASS = range(7)
+REPAIR, FAILURE, COMPLETION, CANCEL, ARRIVAL, RESUBMIT, WAKE, PASS = range(8)
+# A researcher whose job was killed notices and submits it again about five minutes later.
+DEFAULT_RESUBMIT_DELAY_S = 300.0
 
 
 class JobState:
@@ -63,13 +71,17 @@ class JobState:
         "requeue_waits",
         "preempted",
         "lost_gpu_s",
+        "resubmitted_at",
+        "resubmit_waits",
     )
 
     def __init__(self, spec: SimJob, funded: bool) -> None:
         self.spec = spec
         self.funded = funded
         self.pending = _pending_workload(spec)
-        self.status = "future"  # future | pending | running | completed | preempted | failed | cancelled
+        # future | pending | running | completed | cancelled | preempted | failed (ended, not
+        # resubmitted) | resubmitting (ended; its owner submits it again after the delay)
+        self.status = "future"
         self.remaining_s = spec.duration_s
         self.attempt = 0
         self.run_start = 0.0
@@ -80,6 +92,8 @@ class JobState:
         self.requeue_waits: list[float] = []
         self.preempted = 0  # times it was preempted inside the measured period
         self.lost_gpu_s = 0.0  # GPU-seconds of its work those preemptions threw away
+        self.resubmitted_at: float | None = None  # the latest resubmission, until it starts
+        self.resubmit_waits: list[float] = []  # resubmission -> start, per resubmission that started
 
 
 def _pending_workload(spec: SimJob) -> PendingWorkload:
@@ -116,10 +130,12 @@ class Engine:
         *,
         pass_interval_s: float = 10.0,
         progress: Progress | None = None,
+        resubmit_delay_s: float | None = DEFAULT_RESUBMIT_DELAY_S,
     ) -> None:
         # None: the real policy, handed the pending queue grouped here (see _plan)
         self.inputs, self.config, self.planner = inputs, config, planner
         self.pass_interval_s = pass_interval_s
+        self.resubmit_delay_s = resubmit_delay_s  # None: ended work is not resubmitted
         self.progress = progress
         self.horizon = inputs.horizon_s
         self.budgets = {spec.path: spec.budget for spec in inputs.tree}
@@ -152,6 +168,9 @@ class Engine:
         self.ledger.healthy_gpus = float(sum(node.gpus for node in inputs.cluster_nodes if node.healthy))
         self.counters = {"preemptions": 0, "requeues": 0, "lost_gpu_s": 0.0, "node_failures": 0}
         self.counters.update({"node_failure_lost_gpu_s": 0.0, "node_failure_ends": 0, "passes": 0})
+        # completions and resubmissions inside the measured period; the GPU-seconds of lost work
+        # that lie inside it (goodput = GPU-seconds run there minus these)
+        self.counters.update({"completions": 0, "resubmissions": 0, "lost_in_period_gpu_s": 0.0})
         self.plan_seconds: list[float] = []
         self.now = 0.0
         self.events: list[tuple] = []  # (time, kind, sequence, payload), a heap
@@ -175,6 +194,7 @@ class Engine:
             COMPLETION: self._on_completion,
             CANCEL: self._on_cancel,
             ARRIVAL: self._on_arrival,
+            RESUBMIT: self._on_resubmit,
             WAKE: self._on_wake,
             PASS: self._on_pass,
         }
@@ -247,6 +267,7 @@ class Engine:
             return  # a stale completion of a run that was preempted or failed
         self.ledger.accrue(self.now)
         self._stop(state)
+        self.counters["completions"] += self._measured()
         self._end(state, "completed")
 
     def _on_cancel(self, state: JobState) -> None:
@@ -255,6 +276,16 @@ class Engine:
         self.ledger.accrue(self.now)
         self._dequeue(state)
         self._end(state, "cancelled")
+
+    def _on_resubmit(self, state: JobState) -> None:
+        """The owner submits ended work again: all of its duration, a new submit time."""
+        self.ledger.accrue(self.now)
+        state.remaining_s = state.spec.duration_s
+        state.queued_at = state.resubmitted_at = self.now
+        state.pending = dataclasses.replace(state.pending, submitted_at=self.now)
+        self.ledger.requested += state.spec.gpus  # pending again (its funded demand never left)
+        self.counters["resubmissions"] += self._measured()
+        self._enqueue(state)
 
     def _on_failure(self, outage: NodeOutage) -> None:
         spec = self.node_specs[outage.node]
@@ -375,7 +406,7 @@ class Engine:
             funded=start.funded,  # the plan's own verdict, as the live pass records it
             workload_class=spec.workload_class,
             expected_end=None if max_runtime is None else self.now + max_runtime,
-            submitted_at=spec.submit_s,
+            submitted_at=state.pending.submitted_at,  # a resubmission's own submit time
             priority=spec.priority,
             checkpoint_interval_s=_checkpoint_interval(spec),
         )
@@ -383,6 +414,9 @@ class Engine:
     def _record_start(self, state: JobState) -> None:
         if state.first_start is None:
             state.first_start = self.now
+        elif state.resubmitted_at is not None:
+            state.resubmit_waits.append(self.now - state.resubmitted_at)
+            state.resubmitted_at = None
         else:
             state.requeue_waits.append(self.now - state.queued_at)
 
@@ -394,20 +428,39 @@ class Engine:
         self.ledger.accrue(self.now)
         elapsed = self.now - state.run_start
         self._stop(state)
-        if spec.resumable and requeue:
+        ended = not (spec.resumable and requeue)
+        if not ended:
             saved = elapsed if spec.checkpoint_s <= 0 else (elapsed // spec.checkpoint_s) * spec.checkpoint_s
             state.remaining_s -= saved
             state.queued_at = self.now
             self.counters["requeues"] += self._measured()
             self._enqueue(state)
-            lost = (elapsed - saved) * spec.gpus
-        else:
+        elif self.resubmit_delay_s is None:
+            saved = 0.0
             self._end(state, "failed" if cause == "node_failure" else "preempted")
-            lost = elapsed * spec.gpus
+        else:
+            saved = 0.0
+            self._await_resubmission(state)
+        lost = (elapsed - saved) * spec.gpus
+        self._count_lost_in_period(elapsed - saved, spec.gpus)
         if cause == "node_failure":
             self.counters["node_failure_lost_gpu_s"] += lost * self._measured()
-            self.counters["node_failure_ends"] += (state.status == "failed") * self._measured()
+            self.counters["node_failure_ends"] += ended * self._measured()
         return lost
+
+    def _await_resubmission(self, state: JobState) -> None:
+        """Ended work its owner will submit again: no longer pending or running (not requested),
+        but its funded demand stays owed until it completes."""
+        state.status = "resubmitting"
+        self.ledger.requested -= state.spec.gpus
+        self._push(self.now + (self.resubmit_delay_s or 0.0), RESUBMIT, state)
+
+    def _count_lost_in_period(self, lost_s: float, gpus: int) -> None:
+        """The lost work is the run's last ``lost_s`` seconds: count its part inside the measured
+        period (the goodput's deduction; the run's earlier part, if any, was kept)."""
+        start = max(self.now - lost_s, self.inputs.warmup_s)
+        if self.now > start:
+            self.counters["lost_in_period_gpu_s"] += (self.now - start) * gpus
 
     def _enqueue(self, state: JobState) -> None:
         state.status = "pending"

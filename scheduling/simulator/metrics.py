@@ -12,6 +12,10 @@ so every integral is a sum of ``value * dt`` over those intervals:
 - impact        = sum over a of min(delivered, owed) / sum of owed; ``jain_index`` over
   x_a = min(delivered / owed, 1) is (sum x)^2 / (n * sum x^2), 1.0 when every team gets the same
 - utilisation   = busy GPU-seconds / assigned GPU-seconds (idle-but-held work lowers it)
+- occupancy when contended = assigned GPU-seconds / healthy GPU-seconds over the intervals in
+  which the GPUs requested (pending or running, funded or not) exceed the healthy GPUs, i.e. in
+  which the pending work wants more than the free GPUs: the capacity a policy leaves idle while
+  work waits (fragmentation, reservations, preemption churn, passes not yet run)
 """
 
 from __future__ import annotations
@@ -105,7 +109,16 @@ class AllocationLedger:
         return self._ledger._delivered[self._at]
 
 
-TOTALS = ("installed", "healthy", "funded", "unfunded", "busy", "requested")
+TOTALS = (
+    "installed",
+    "healthy",
+    "funded",
+    "unfunded",
+    "busy",
+    "requested",
+    "contended_healthy",  # healthy GPU-seconds while requested > healthy
+    "contended_assigned",  # assigned GPU-seconds at those times
+)
 
 
 @dataclass
@@ -227,6 +240,9 @@ class Ledger:
         sums[3] += self.assigned_unfunded * dt
         sums[4] += self.busy * dt
         sums[5] += self.requested * dt
+        if self.requested > self.healthy_gpus:
+            sums[6] += self.healthy_gpus * dt
+            sums[7] += (self.assigned_funded + self.assigned_unfunded) * dt
 
     def _accrue_allocations(self, dt: float) -> None:
         """Note ``dt`` (see the class docstring); owed rates follow the healthy GPUs."""

@@ -28,13 +28,32 @@ SUMMARY_ROWS = (
     ("wait_p90_s", "wait p90 (s)"),
     ("preemptions", "preemptions"),
     ("lost_gpu_hours", "GPU-hours lost to preemption"),
+    ("node_failure_lost_gpu_hours", "GPU-hours lost to node failures"),
     ("jobs", "jobs"),
+    ("jobs_completed", "jobs completed in the period"),
+    ("goodput_gpu_hours", "goodput GPU-hours (completed or kept)"),
+    ("preemptions_per_1000_gpu_hours", "preemptions per 1,000 GPU-hours"),
+    ("resubmissions", "resubmissions of ended work"),
+    ("funded_debug_interactive_wait_p90_s", "funded debug + interactive wait p90 (s)"),
+    ("occupancy_when_contended", "occupancy while work waits for GPUs"),
     ("sim_wall_s", "simulation wall time (s)"),
 )
 
 
+# The outcome rows the text table (cli.side_by_side) shows after its own.
+SIDE_BY_SIDE_KEYS = (
+    "jobs_completed",
+    "goodput_gpu_hours",
+    "node_failure_lost_gpu_hours",
+    "preemptions_per_1000_gpu_hours",
+    "resubmissions",
+    "funded_debug_interactive_wait_p90_s",
+    "occupancy_when_contended",
+)
+
+
 def render_html(results: Sequence[SimulationResult], title: str = "Simulation report") -> str:
-    figures = [_delivery(results), _occupancy(results), _waits(results)]
+    figures = [_delivery(results), _occupancy(results), _waits(results), _size_waits(results)]
     body = "\n".join(figure.to_html(full_html=False, include_plotlyjs=False) for figure in figures)
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
@@ -108,7 +127,32 @@ def _waits(results: Sequence[SimulationResult]) -> go.Figure:
             marker_color=COLOURS.get(policy),
         )
     figure.update_layout(
-        title="Wait from submit to first start, per class (box: p25-p75, line: median, whiskers: p5 and p95)",
+        title="Wait per submission (submit or resubmit -> start), per class (box: p25-p75, median, p5 and p95)",
+        boxmode="group",
+        yaxis_type="log",
+        yaxis_title="seconds (+1)",
+    )
+    return figure
+
+
+def _size_waits(results: Sequence[SimulationResult]) -> go.Figure:
+    figure = go.Figure()
+    for result in results:
+        policy = str(result.summary["policy"])
+        bands = list(result.waits_by_size)
+        stats = [_quantiles(result.waits_by_size[name]) for name in bands]
+        figure.add_box(
+            name=policy,
+            x=[f"{band} GPUs" for band in bands],
+            q1=[s[1] for s in stats],
+            median=[s[2] for s in stats],
+            q3=[s[3] for s in stats],
+            lowerfence=[s[0] for s in stats],
+            upperfence=[s[4] for s in stats],
+            marker_color=COLOURS.get(policy),
+        )
+    figure.update_layout(
+        title="Wait per submission, per size band (box: p25-p75, line: median, whiskers: p5 and p95)",
         boxmode="group",
         yaxis_type="log",
         yaxis_title="seconds (+1)",

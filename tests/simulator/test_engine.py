@@ -69,8 +69,10 @@ def test_funded_work_preempts_unfunded_work_and_every_number_matches_the_hand_co
     assert summary["occupancy"] == round(5000 / 5600, 4)
     assert summary["unallocated_share"] == round(4200 / 5000, 4)
     assert (summary["wait_p50_s"], summary["wait_p90_s"]) == (0.0, 4.0)
-    assert summary["by_class"]["debug"] == {"jobs": 1, "wait_p50_s": 5.0, "wait_p90_s": 5.0}
-    assert summary["by_class"]["batch"] == {"jobs": 2, "wait_p50_s": 0.0, "wait_p90_s": 0.0}
+    waits = {"wait_p50_s": 5.0, "wait_p90_s": 5.0, "funded_wait_p50_s": 5.0, "funded_wait_p90_s": 5.0}
+    assert summary["by_class"]["debug"] == {"jobs": 1, **waits, "never_started": 0}
+    waits = {"wait_p50_s": 0.0, "wait_p90_s": 0.0, "funded_wait_p50_s": 0.0, "funded_wait_p90_s": 0.0}
+    assert summary["by_class"]["batch"] == {"jobs": 2, **waits, "never_started": 0}
     assert (summary["preemptions"], summary["requeues"], summary["requeue_wait_p50_s"]) == (1, 1, 300.0)
     assert summary["lost_gpu_hours"] == round(200 / 3600, 2)
     assert (summary["completed"], summary["never_started"]) == (3, 0)
