@@ -1,0 +1,299 @@
+"""Outcomes on real traces: every shared trace and the Ai2 month under every policy.
+
+``python -m benchmarks.outcomes --json`` replays each trace in the shared traces folder (every
+``NAME.csv`` with its ``NAME-budgets.csv`` and ``NAME-cluster.json``; not ``fidelity/``) and the
+Ai2-like month (``ai2_scenario``, 30 days, seed 1) under every policy of the simulator's
+``POLICIES`` (baselines added there appear here by themselves), with owners resubmitting ended work
+(the simulator's default). It prints one JSON object per line per (trace, policy): the headline
+numbers of issue 17's acceptance and ``wall_s``. Progress goes to stderr.
+
+- ``--traces DIR``: the traces folder (default ``../shared/traces`` beside the repository).
+- ``--only NAME`` (a trace's name or ``ai2``; repeatable), ``--policy P`` (repeatable),
+  ``--days N`` (replay at most N days of each): a quick run.
+- ``--markdown``: print the table docs/simulator.md shows instead of JSON lines;
+  ``--from FILE.jsonl`` makes that table from an earlier run's lines without simulating.
+
+Each line: ``trace``, ``policy``, ``days``, ``jobs``, ``gpus``; ``delivered_owed_ratio`` and
+``min_team_delivered_owed_ratio`` (the lowest over allocations with owed > 0), ``teams``,
+``teams_at_95pct``; ``jobs_completed``, ``goodput_gpu_hours``, ``assigned_gpu_hours``,
+``lost_gpu_hours_by_cause``, ``lost_preemption_share`` (GPU-hours lost to preemption over the
+GPU-hours run), ``preemptions``, ``preemptions_per_1000_gpu_hours``, ``resubmissions``;
+``funded_debug_interactive_wait_p90_s``, ``wait_p50_s``, ``wait_p90_s``, ``funded_wait_p50_s``,
+``funded_wait_p90_s``, ``by_class``, ``by_size``, ``widest_band`` (the widest size band with at
+least 20 jobs) and its ``widest_band_funded_wait_p90_s``; ``occupancy``,
+``occupancy_when_contended``, ``contended_share``; ``wall_s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TextIO
+
+from scheduling.simulator import POLICIES, SimulationInput, run_simulation
+from scheduling.simulator.result import SIZE_BANDS
+from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario
+from scheduling.simulator.traces import TraceFormat, cluster_nodes, read_budgets, read_trace, trace_input
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_TRACES = REPO_ROOT.parent / "shared" / "traces"
+AI2 = "ai2"
+AI2_MONTH = Ai2Parameters(days=30.0, seed=1)
+WIDEST_BAND_MIN_JOBS = 20
+SUMMARY_KEYS = (
+    "days",
+    "jobs",
+    "gpus",
+    "delivered_owed_ratio",
+    "teams",
+    "teams_at_95pct",
+    "jobs_completed",
+    "goodput_gpu_hours",
+    "assigned_gpu_hours",
+    "lost_gpu_hours_by_cause",
+    "preemptions",
+    "preemptions_per_1000_gpu_hours",
+    "resubmissions",
+    "resubmit_delay_s",
+    "funded_debug_interactive_wait_p90_s",
+    "wait_p50_s",
+    "wait_p90_s",
+    "funded_wait_p50_s",
+    "funded_wait_p90_s",
+    "by_class",
+    "by_size",
+    "occupancy",
+    "occupancy_when_contended",
+    "contended_share",
+)
+
+
+class OutcomesError(RuntimeError):
+    """The traces folder or one of its traces cannot be read."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input to replay: a shared trace (its CSV) or the Ai2 month (``path`` None)."""
+
+    name: str
+    path: Path | None = None
+
+
+def find_cases(traces: Path, only: Sequence[str] = ()) -> list[Case]:
+    """Every trace in ``traces`` (a CSV with a ``-budgets.csv`` and a ``-cluster.json`` beside it),
+    by name, then the Ai2 month; only those named in ``only`` when it is not empty."""
+    if not traces.is_dir():
+        raise OutcomesError(
+            f"no traces folder at {traces}: pass --traces DIR (the shared traces: NAME.csv, "
+            "NAME-budgets.csv, NAME-cluster.json)"
+        )
+    cases = [
+        Case(path.stem, path) for path in sorted(traces.glob("*.csv")) if not path.stem.endswith("-budgets")
+    ]
+    cases.append(Case(AI2))
+    if only:
+        unknown = sorted(set(only) - {case.name for case in cases})
+        if unknown:
+            names = ", ".join(case.name for case in cases)
+            raise OutcomesError(f"unknown trace {', '.join(unknown)}; choose from {names}")
+        cases = [case for case in cases if case.name in only]
+    return cases
+
+
+def case_input(case: Case, days: float | None) -> SimulationInput:
+    """The simulation input of ``case``, at most ``days`` long (None: all of it)."""
+    if case.path is None:
+        return ai2_scenario(AI2_MONTH if days is None else replace(AI2_MONTH, days=min(days, AI2_MONTH.days)))
+    cluster_file = case.path.with_name(f"{case.name}-cluster.json")
+    budgets_file = case.path.with_name(f"{case.name}-budgets.csv")
+    for needed in (cluster_file, budgets_file):
+        if not needed.is_file():
+            raise OutcomesError(f"trace {case.name}: {needed} is missing")
+    cluster = json.loads(cluster_file.read_text(encoding="utf-8"))
+    try:
+        nodes, per_node = int(cluster["nodes"]), int(cluster["gpus_per_node"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise OutcomesError(f"{cluster_file}: needs nodes and gpus_per_node ({error})") from error
+    trace = read_trace(case.path, TraceFormat(node_gpus=per_node, cluster_gpus=nodes * per_node))
+    span_days = trace.span_s / 86400.0
+    return trace_input(
+        trace,
+        budgets=read_budgets(budgets_file),
+        nodes=cluster_nodes(nodes, per_node),
+        days=None if days is None or days >= span_days else days,
+        parameters={"trace": case.name},
+    )
+
+
+def outcome(case: str, policy: str, summary: dict, wall_s: float) -> dict[str, object]:
+    """The line printed for one run: the summary's headline numbers and what is derived from them."""
+    line: dict[str, object] = {"trace": case, "policy": policy}
+    line.update({key: summary.get(key) for key in SUMMARY_KEYS})
+    ratios = [row["delivered_owed_ratio"] for row in summary.get("per_team", [])]
+    line["min_team_delivered_owed_ratio"] = min(ratios) if ratios else None
+    lost = summary.get("lost_gpu_hours_by_cause") or {}
+    assigned = summary.get("assigned_gpu_hours") or 0.0
+    line["lost_preemption_share"] = round(lost.get("preemption", 0.0) / assigned, 4) if assigned else None
+    band = widest_band(summary.get("by_size") or {})
+    line["widest_band"] = band
+    line["widest_band_funded_wait_p90_s"] = (
+        None if band is None else summary["by_size"][band]["funded_wait_p90_s"]
+    )
+    line["wall_s"] = round(wall_s, 2)
+    return line
+
+
+def widest_band(by_size: dict[str, dict]) -> str | None:
+    """The widest size band with at least WIDEST_BAND_MIN_JOBS jobs (None: no band has that many)."""
+    for key, _, _ in reversed(SIZE_BANDS):
+        if (by_size.get(key) or {}).get("jobs", 0) >= WIDEST_BAND_MIN_JOBS:
+            return key
+    return None
+
+
+def replay(
+    cases: Sequence[Case],
+    policies: Sequence[str],
+    days: float | None,
+    err: TextIO,
+    resubmit_delay_s: float | None = 300.0,
+) -> Iterator[dict[str, object]]:
+    """Run every (case, policy), yielding each line as it is done; progress on ``err``."""
+    total, done = len(cases) * len(policies), 0
+    for case in cases:
+        inputs = case_input(case, days)
+        for policy in policies:
+            done += 1
+            label = f"[{done}/{total}] {case.name} {policy}"
+            err.write(f"{label}: {len(inputs.jobs)} jobs, {inputs.days:g} days\n")
+            err.flush()
+            began = time.perf_counter()
+            result = run_simulation(
+                inputs, policy=policy, progress=_progress(err, label), resubmit_delay_s=resubmit_delay_s
+            )
+            wall = time.perf_counter() - began
+            err.write(f"{label}: done in {wall:.1f} s\n")
+            err.flush()
+            yield outcome(case.name, policy, result.summary, wall)
+
+
+def _progress(err: TextIO, label: str):
+    """Report every tenth of the simulated time (a long run in the background shows it moves)."""
+    shown = [0]
+
+    def progress(fraction: float) -> None:
+        tenth = int(fraction * 10)
+        if 0 < tenth < 10 and tenth > shown[0]:
+            shown[0] = tenth
+            err.write(f"{label}: {tenth * 10}%\n")
+            err.flush()
+
+    return progress
+
+
+# -- the markdown table ---------------------------------------------------------------------------
+
+COLUMNS = (
+    ("delivered / owed", lambda line: _fixed(line.get("delivered_owed_ratio"), 2)),
+    ("min team", lambda line: _fixed(line.get("min_team_delivered_owed_ratio"), 2)),
+    ("jobs completed", lambda line: _count(line.get("jobs_completed"))),
+    ("goodput GPU-h", lambda line: _count(line.get("goodput_gpu_hours"))),
+    ("lost GPU-h: preemption / node failure", lambda line: _lost(line)),
+    ("preemptions per 1,000 GPU-h", lambda line: _fixed(line.get("preemptions_per_1000_gpu_hours"), 1)),
+    ("resubmissions", lambda line: _count(line.get("resubmissions"))),
+    (
+        "funded debug+interactive p90 (s)",
+        lambda line: _count(line.get("funded_debug_interactive_wait_p90_s")),
+    ),
+    ("widest band: funded p90 (s)", lambda line: _band(line)),
+    ("occupancy when contended", lambda line: _fixed(line.get("occupancy_when_contended"), 3)),
+    ("wall (s)", lambda line: _count(line.get("wall_s"))),
+)
+
+
+def markdown(lines: Sequence[dict]) -> str:
+    """One row per (trace, policy), in the order given."""
+    head = "| trace | policy | " + " | ".join(name for name, _ in COLUMNS) + " |\n"
+    rule = "|---|---|" + "---|" * len(COLUMNS) + "\n"
+    rows = [
+        f"| {line['trace']} | {line['policy']} | " + " | ".join(cell(line) for _, cell in COLUMNS) + " |\n"
+        for line in lines
+    ]
+    return head + rule + "".join(rows)
+
+
+def _fixed(value: object, digits: int) -> str:
+    return "-" if value is None else f"{float(value):,.{digits}f}"  # type: ignore[arg-type]
+
+
+def _count(value: object) -> str:
+    return "-" if value is None else f"{float(value):,.0f}"  # type: ignore[arg-type]
+
+
+def _lost(line: dict) -> str:
+    lost = line.get("lost_gpu_hours_by_cause") or {}
+    return f"{_count(lost.get('preemption'))} / {_count(lost.get('node_failure'))}"
+
+
+def _band(line: dict) -> str:
+    band = line.get("widest_band")
+    return "-" if band is None else f"{_count(line.get('widest_band_funded_wait_p90_s'))} ({band})"
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON object per line (the default)")
+    parser.add_argument("--markdown", action="store_true", help="print a markdown table instead")
+    parser.add_argument("--from", dest="source", metavar="FILE.jsonl", help="tabulate an earlier run")
+    parser.add_argument("--traces", metavar="DIR", default=str(DEFAULT_TRACES), help="default %(default)s")
+    parser.add_argument("--only", action="append", default=[], metavar="TRACE", help="a trace's name or ai2")
+    parser.add_argument("--policy", action="append", default=[], help=f"one of {', '.join(POLICIES)}")
+    parser.add_argument("--days", type=float, default=None, help="replay at most N days of each input")
+    parser.add_argument(
+        "--resubmit-delay-s",
+        type=float,
+        default=300.0,
+        help="owners resubmit ended work (default %(default)s)",
+    )
+    parser.add_argument("--no-resubmit", action="store_true", help="ended work stays ended")
+    options = parser.parse_args(argv)
+    if options.source:
+        lines = [
+            json.loads(text) for text in Path(options.source).read_text(encoding="utf-8").splitlines() if text
+        ]
+        out.write(markdown(lines))
+        return 0
+    unknown = [name for name in options.policy if name not in POLICIES]
+    if unknown:
+        parser.error(f"unknown policy {', '.join(unknown)}; choose from {', '.join(POLICIES)}")
+    policies = options.policy or list(POLICIES)
+    try:
+        cases = find_cases(Path(options.traces), options.only)
+        delay = None if options.no_resubmit else options.resubmit_delay_s
+        lines = []
+        for line in replay(cases, policies, options.days, err, delay):
+            lines.append(line)
+            if not options.markdown:
+                out.write(json.dumps(line, sort_keys=True) + "\n")
+                out.flush()
+    except (OutcomesError, OSError, ValueError) as error:
+        err.write(f"error: {error}\n")
+        return 2
+    if options.markdown:
+        out.write(markdown(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

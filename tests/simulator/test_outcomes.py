@@ -1,0 +1,103 @@
+"""``python -m benchmarks.outcomes``: every trace of a folder under every policy, one JSON line each."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+
+from benchmarks import outcomes
+from scheduling.simulator import POLICIES
+
+TRACE = """submit_time,allocation,user,gpus,gpus_per_node,duration_s,class,resumable,min_runtime_s,max_runtime_s
+0,lab/a,alice,8,8,3600,batch,false,900,
+60,lab/b,bob,8,8,3600,batch,true,900,7200
+120,lab/a,alice,1,1,600,debug,false,150,
+600,lab/b,bob,16,8,1800,batch,false,450,
+"""
+
+
+@pytest.fixture
+def traces(tmp_path):
+    (tmp_path / "tiny.csv").write_text(TRACE, encoding="utf-8")
+    (tmp_path / "tiny-budgets.csv").write_text("allocation,gpus\nlab/a,6.8\nlab/b,6.8\n", encoding="utf-8")
+    (tmp_path / "tiny-cluster.json").write_text('{"nodes": 2, "gpus_per_node": 8}', encoding="utf-8")
+    (tmp_path / "fidelity").mkdir()
+    (tmp_path / "fidelity" / "other.csv").write_text(TRACE, encoding="utf-8")
+    return tmp_path
+
+
+def test_every_trace_runs_under_every_policy_one_json_line_each(traces):
+    out, err = StringIO(), StringIO()
+
+    code = outcomes.main(["--json", "--traces", str(traces), "--only", "tiny"], out, err)
+
+    lines = [json.loads(text) for text in out.getvalue().splitlines()]
+    assert code == 0
+    assert [(line["trace"], line["policy"]) for line in lines] == [("tiny", name) for name in POLICIES]
+    for line in lines:
+        assert line["jobs"] == 4
+        assert set(line["lost_gpu_hours_by_cause"]) == {"preemption", "node_failure"}
+        assert set(line["by_size"]) == {"1", "2-7", "8-63", "64+"}
+        assert line["wall_s"] >= 0
+    assert "[1/" in err.getvalue()  # progress on stderr
+
+
+def test_the_folder_lists_its_traces_and_the_ai2_month_but_not_fidelity(traces):
+    assert [case.name for case in outcomes.find_cases(traces)] == ["tiny", "ai2"]
+
+
+def test_a_missing_traces_folder_is_a_clear_error(tmp_path):
+    err = StringIO()
+
+    code = outcomes.main(["--traces", str(tmp_path / "nowhere")], StringIO(), err)
+
+    assert code == 2
+    assert f"no traces folder at {tmp_path / 'nowhere'}: pass --traces DIR" in err.getvalue()
+
+
+def test_an_unknown_trace_name_lists_the_known_ones(traces):
+    err = StringIO()
+
+    code = outcomes.main(["--traces", str(traces), "--only", "tinny"], StringIO(), err)
+
+    assert code == 2
+    assert "unknown trace tinny; choose from tiny, ai2" in err.getvalue()
+
+
+def test_days_caps_the_replay_and_policy_picks_one(traces):
+    out = StringIO()
+
+    outcomes.main(
+        ["--traces", str(traces), "--only", "tiny", "--policy", "fifo", "--days", "0.005"], out, StringIO()
+    )
+
+    (line,) = [json.loads(text) for text in out.getvalue().splitlines()]
+    assert (line["policy"], line["days"], line["jobs"]) == (
+        "fifo",
+        0.005,
+        3,
+    )  # 432 s: the 16-GPU job is later
+
+
+def test_the_widest_band_needs_twenty_jobs():
+    by_size = {"1": {"jobs": 500}, "2-7": {"jobs": 20}, "8-63": {"jobs": 19}, "64+": {"jobs": 0}}
+
+    assert outcomes.widest_band(by_size) == "2-7"
+    assert outcomes.widest_band({"1": {"jobs": 3}}) is None
+
+
+def test_the_markdown_table_has_one_row_per_trace_and_policy(traces, tmp_path):
+    out = StringIO()
+    outcomes.main(["--traces", str(traces), "--only", "tiny", "--policy", "fifo"], out, StringIO())
+    saved = tmp_path / "run.jsonl"
+    saved.write_text(out.getvalue(), encoding="utf-8")
+    table = StringIO()
+
+    outcomes.main(["--from", str(saved)], table, StringIO())
+
+    head, rule, *rows = table.getvalue().splitlines()
+    assert head.startswith("| trace | policy | delivered / owed |")
+    assert rows == [rows[0]] and rows[0].startswith("| tiny | fifo | ")
+    assert head.count("|") == rule.count("|") == rows[0].count("|")
