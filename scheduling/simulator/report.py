@@ -127,7 +127,7 @@ def _waits(results: Sequence[SimulationResult]) -> go.Figure:
             marker_color=COLOURS.get(policy),
         )
     figure.update_layout(
-        title="Wait per submission (submit or resubmit -> start), per class (box: p25-p75, median, p5 and p95)",
+        title="Wait from submit (or resubmit) to start, per class (box: p25-p75, line: median, whiskers: p5 and p95)",
         boxmode="group",
         yaxis_type="log",
         yaxis_title="seconds (+1)",
@@ -152,7 +152,7 @@ def _size_waits(results: Sequence[SimulationResult]) -> go.Figure:
             marker_color=COLOURS.get(policy),
         )
     figure.update_layout(
-        title="Wait per submission, per size band (box: p25-p75, line: median, whiskers: p5 and p95)",
+        title="Wait from submit (or resubmit) to start, per size band (box: p25-p75, line: median, whiskers: p5 and p95)",
         boxmode="group",
         yaxis_type="log",
         yaxis_title="seconds (+1)",

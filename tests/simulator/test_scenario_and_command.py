@@ -70,7 +70,22 @@ def test_the_command_writes_json_and_a_self_contained_html_report(tmp_path):
     page = html_path.read_text()
     assert "plotly.js" in page[:500]  # the library is inline: the report opens offline
     assert "GPU-hours per team" in page and "Occupancy over time" in page and "Wait from submit" in page
-    assert "delivered_owed_ratio" in out.getvalue()
+    assert "per size band" in page and "goodput GPU-hours" in page
+    assert "delivered_owed_ratio" in out.getvalue() and "goodput_gpu_hours" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("flags", "delay"), [((), 300.0), (("--resubmit-delay-s", "60"), 60.0), (("--no-resubmit",), None)]
+)
+def test_the_command_resubmits_ended_work_after_a_delay_or_not_at_all(flags, delay):
+    out = StringIO()
+
+    call_command(
+        "simulate", "--scenario", "ai2", "--days", "0.1", "--nodes", "8", "--teams", "2",
+        "--researchers", "6", "--warmup-days", "0.05", "--json", "-", "--no-progress", *flags, stdout=out,
+    )  # fmt: skip
+
+    assert json.loads(out.getvalue())["resubmit_delay_s"] == delay
 
 
 def test_the_command_replays_a_trace_and_reports_its_bad_rows(tmp_path):
