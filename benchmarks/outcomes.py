@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import TextIO
 
 from scheduling.simulator import POLICIES, SimulationInput, run_simulation
+from scheduling.simulator.cluster import group_nodes, read_cluster_file
 from scheduling.simulator.result import SIZE_BANDS
 from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario
-from scheduling.simulator.traces import TraceFormat, cluster_nodes, read_budgets, read_trace, trace_input
+from scheduling.simulator.traces import TraceFormat, read_budgets, read_trace, trace_input
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACES = REPO_ROOT.parent / "shared" / "traces"
@@ -106,8 +107,9 @@ def find_cases(traces: Path, only: Sequence[str] = ()) -> list[Case]:
     return cases
 
 
-def case_input(case: Case, days: float | None) -> SimulationInput:
-    """The simulation input of ``case``, at most ``days`` long (None: all of it)."""
+def case_input(case: Case, days: float | None, err: TextIO | None = None) -> SimulationInput:
+    """The simulation input of ``case``, at most ``days`` long (None: all of it); the trace
+    reader's warnings (adjusted jobs) go to ``err``."""
     if case.path is None:
         return ai2_scenario(AI2_MONTH if days is None else replace(AI2_MONTH, days=min(days, AI2_MONTH.days)))
     cluster_file = case.path.with_name(f"{case.name}-cluster.json")
@@ -115,17 +117,15 @@ def case_input(case: Case, days: float | None) -> SimulationInput:
     for needed in (cluster_file, budgets_file):
         if not needed.is_file():
             raise OutcomesError(f"trace {case.name}: {needed} is missing")
-    cluster = json.loads(cluster_file.read_text(encoding="utf-8"))
-    try:
-        nodes, per_node = int(cluster["nodes"]), int(cluster["gpus_per_node"])
-    except (KeyError, TypeError, ValueError) as error:
-        raise OutcomesError(f"{cluster_file}: needs nodes and gpus_per_node ({error})") from error
-    trace = read_trace(case.path, TraceFormat(node_gpus=per_node, cluster_gpus=nodes * per_node))
+    groups = read_cluster_file(cluster_file)
+    trace = read_trace(case.path, TraceFormat(groups=groups))
+    for warning in trace.warnings if err else ():
+        err.write(f"{case.name}: {warning}\n")
     span_days = trace.span_s / 86400.0
     return trace_input(
         trace,
         budgets=read_budgets(budgets_file),
-        nodes=cluster_nodes(nodes, per_node),
+        nodes=group_nodes(groups),
         days=None if days is None or days >= span_days else days,
         parameters={"trace": case.name},
     )
@@ -167,7 +167,7 @@ def replay(
     """Run every (case, policy), yielding each line as it is done; progress on ``err``."""
     total, done = len(cases) * len(policies), 0
     for case in cases:
-        inputs = case_input(case, days)
+        inputs = case_input(case, days, err)
         for policy in policies:
             done += 1
             label = f"[{done}/{total}] {case.name} {policy}"
