@@ -10,7 +10,8 @@ numbers of issue 17's acceptance and ``wall_s``. Progress goes to stderr.
 - ``--traces DIR``: the traces folder (default ``../shared/traces`` beside the repository).
 - ``--only NAME`` (a trace's name or ``ai2``; repeatable), ``--policy P`` (repeatable),
   ``--days N`` (replay at most N days of each): a quick run.
-- ``--markdown``: print the table docs/simulator.md shows instead of JSON lines;
+- ``--markdown``: print the tables docs/simulator.md shows instead of JSON lines (every run, then
+  fair share against the best baseline on each acceptance measure);
   ``--from FILE.jsonl`` makes that table from an earlier run's lines without simulating.
 
 Each line: ``trace``, ``policy``, ``days``, ``jobs``, ``gpus``; ``delivered_owed_ratio`` and
@@ -228,6 +229,55 @@ def markdown(lines: Sequence[dict]) -> str:
     return head + rule + "".join(rows)
 
 
+def against_baselines(lines: Sequence[dict], policy: str = "fairshare") -> str:
+    """Per trace, ``policy`` against the best baseline on each of issue 17's acceptance measures
+    (the best baseline per measure: most jobs completed, most goodput; ``easy`` for the widest band)."""
+    by_trace: dict[str, dict[str, dict]] = {}
+    for line in lines:
+        by_trace.setdefault(line["trace"], {})[line["policy"]] = line
+    head = (
+        "| trace | delivered / owed | lowest team | funded debug+interactive p90 (s) "
+        "| jobs completed / best baseline | goodput / best baseline | lost to preemption / GPU-h run "
+        "| widest band's funded p90 / easy's | occupancy when contended |\n"
+    )
+    rows = [head, "|---|---|---|---|---|---|---|---|---|\n"]
+    for trace, runs in by_trace.items():
+        line, others = runs.get(policy), [run for name, run in runs.items() if name != policy]
+        if line is None or not others:
+            continue
+        cells = [
+            _fixed(line.get("delivered_owed_ratio"), 2),
+            _fixed(line.get("min_team_delivered_owed_ratio"), 2),
+            _count(line.get("funded_debug_interactive_wait_p90_s")),
+            _share_of_best(line, others, "jobs_completed"),
+            _share_of_best(line, others, "goodput_gpu_hours"),
+            _percent(line.get("lost_preemption_share")),
+            _band_against(line, runs.get("easy")),
+            _fixed(line.get("occupancy_when_contended"), 3),
+        ]
+        rows.append(f"| {trace} | " + " | ".join(cells) + " |\n")
+    return "".join(rows)
+
+
+def _share_of_best(line: dict, others: Sequence[dict], key: str) -> str:
+    best = max(others, key=lambda other: other.get(key) or 0)
+    if not best.get(key) or line.get(key) is None:
+        return "-"
+    return f"{line[key] / best[key]:.2f} ({best['policy']})"
+
+
+def _percent(value: object) -> str:
+    return "-" if value is None else f"{float(value) * 100:.1f}%"  # type: ignore[arg-type]
+
+
+def _band_against(line: dict, easy: dict | None) -> str:
+    band = line.get("widest_band")
+    if easy is None or band is None or easy.get("widest_band") != band:
+        return "-"
+    mine, theirs = line.get("widest_band_funded_wait_p90_s"), easy.get("widest_band_funded_wait_p90_s")
+    return "-" if mine is None or not theirs else f"{mine / theirs:.2f} ({band})"
+
+
 def _fixed(value: object, digits: int) -> str:
     return "-" if value is None else f"{float(value):,.{digits}f}"  # type: ignore[arg-type]
 
@@ -272,7 +322,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
         lines = [
             json.loads(text) for text in Path(options.source).read_text(encoding="utf-8").splitlines() if text
         ]
-        out.write(markdown(lines))
+        out.write(markdown(lines) + "\n" + against_baselines(lines))
         return 0
     unknown = [name for name in options.policy if name not in POLICIES]
     if unknown:
@@ -291,7 +341,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
         err.write(f"error: {error}\n")
         return 2
     if options.markdown:
-        out.write(markdown(lines))
+        out.write(markdown(lines) + "\n" + against_baselines(lines))
     return 0
 
 

@@ -97,7 +97,28 @@ def test_the_markdown_table_has_one_row_per_trace_and_policy(traces, tmp_path):
 
     outcomes.main(["--from", str(saved)], table, StringIO())
 
-    head, rule, *rows = table.getvalue().splitlines()
+    runs, against = table.getvalue().split("\n\n")
+    head, rule, *rows = runs.splitlines()
     assert head.startswith("| trace | policy | delivered / owed |")
     assert rows == [rows[0]] and rows[0].startswith("| tiny | fifo | ")
     assert head.count("|") == rule.count("|") == rows[0].count("|")
+    assert len(against.splitlines()) == 2  # no fairshare run: the comparison has no rows
+
+
+def _line(policy, **numbers):
+    line = {"trace": "t", "policy": policy, "widest_band": "64+", **numbers}
+    return {"lost_preemption_share": 0.0, "occupancy_when_contended": 0.9, **line}
+
+
+def test_fair_share_is_held_against_the_best_baseline_on_each_measure():
+    lines = [
+        _line("fairshare", jobs_completed=90, goodput_gpu_hours=50.0, widest_band_funded_wait_p90_s=300.0,
+              delivered_owed_ratio=1.0, min_team_delivered_owed_ratio=0.5, lost_preemption_share=0.123,
+              funded_debug_interactive_wait_p90_s=12.0),
+        _line("fifo", jobs_completed=100, goodput_gpu_hours=40.0, widest_band_funded_wait_p90_s=50.0),
+        _line("easy", jobs_completed=95, goodput_gpu_hours=80.0, widest_band_funded_wait_p90_s=100.0),
+    ]  # fmt: skip
+
+    (row,) = outcomes.against_baselines(lines).splitlines()[2:]
+
+    assert row == "| t | 1.00 | 0.50 | 12 | 0.90 (fifo) | 0.62 (easy) | 12.3% | 3.00 (64+) | 0.900 |"
