@@ -7,7 +7,7 @@ Three figures: delivered/owed per team, occupancy over time, and wait distributi
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
@@ -111,39 +111,28 @@ def _occupancy(results: Sequence[SimulationResult]) -> go.Figure:
 
 
 def _waits(results: Sequence[SimulationResult]) -> go.Figure:
-    figure = go.Figure()
-    for result in results:
-        policy = str(result.summary["policy"])
-        classes = list(result.waits_by_class)
-        stats = [_quantiles(result.waits_by_class[name]) for name in classes]
-        figure.add_box(
-            name=policy,
-            x=classes,
-            q1=[s[1] for s in stats],
-            median=[s[2] for s in stats],
-            q3=[s[3] for s in stats],
-            lowerfence=[s[0] for s in stats],
-            upperfence=[s[4] for s in stats],
-            marker_color=COLOURS.get(policy),
-        )
-    figure.update_layout(
-        title="Wait from submit (or resubmit) to start, per class (box: p25-p75, line: median, whiskers: p5 and p95)",
-        boxmode="group",
-        yaxis_type="log",
-        yaxis_title="seconds (+1)",
-    )
-    return figure
+    return _wait_boxes(results, lambda result: result.waits_by_class, "class", lambda name: name)
 
 
 def _size_waits(results: Sequence[SimulationResult]) -> go.Figure:
+    return _wait_boxes(results, lambda result: result.waits_by_size, "size band", lambda band: f"{band} GPUs")
+
+
+def _wait_boxes(
+    results: Sequence[SimulationResult],
+    groups: Callable[[SimulationResult], Mapping[str, list[float]]],
+    what: str,
+    label: Callable[[str], str],
+) -> go.Figure:
+    """Waits per group (``groups`` of each result: class or size band), one box set per policy."""
     figure = go.Figure()
     for result in results:
         policy = str(result.summary["policy"])
-        bands = list(result.waits_by_size)
-        stats = [_quantiles(result.waits_by_size[name]) for name in bands]
+        waits = groups(result)
+        stats = [_quantiles(waits[name]) for name in waits]
         figure.add_box(
             name=policy,
-            x=[f"{band} GPUs" for band in bands],
+            x=[label(name) for name in waits],
             q1=[s[1] for s in stats],
             median=[s[2] for s in stats],
             q3=[s[3] for s in stats],
@@ -152,7 +141,7 @@ def _size_waits(results: Sequence[SimulationResult]) -> go.Figure:
             marker_color=COLOURS.get(policy),
         )
     figure.update_layout(
-        title="Wait from submit (or resubmit) to start, per size band (box: p25-p75, line: median, whiskers: p5 and p95)",
+        title=f"Wait from submit (or resubmit) to start, per {what} (box: p25-p75, line: median, whiskers: p5 and p95)",
         boxmode="group",
         yaxis_type="log",
         yaxis_title="seconds (+1)",
