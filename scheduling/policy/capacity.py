@@ -4,13 +4,14 @@ running work filed onto nodes, and when GPUs free up (the release profile). Phas
 
 from __future__ import annotations
 
+from scheduling.policy import rules
 from scheduling.policy.clearable import ClearableNodes
 from scheduling.policy.filing import Filed, drop_identical
 from scheduling.policy.inventory import fits_inventory
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.reservation import ReleaseProfile
 from scheduling.policy.session import PlanningSession
-from scheduling.policy.types import Placement, RunningWorkload, Snapshot
+from scheduling.policy.types import PendingWorkload, Placement, PolicyConfig, RunningWorkload, Snapshot
 
 
 class Capacity:
@@ -24,8 +25,11 @@ class Capacity:
         filed: Filed,
         sizes: dict[str, dict[int, int]],
         gpu_types: dict[str, str],
+        lane: int = 0,
+        config: PolicyConfig | None = None,
     ) -> None:
         self.snapshot, self.now, self.session = snapshot, now, session
+        self.lane, self.config = lane, config  # GPUs kept free for short work (``holds_back``)
         self.sizes, self.gpu_types = sizes, gpu_types
         (
             self.occupants,
@@ -67,6 +71,16 @@ class Capacity:
                 return placement, self.reserved
             self.no_fit_reserved.add(shape)
         return None
+
+    def holds_back(self, workload: PendingWorkload, shape: Shape, index: FreeIndex) -> bool:
+        """Would ``workload`` (of ``shape``), placed on ``index``, take GPUs kept free for short
+        work? Only work that is not short and takes part of a node, placed on unreserved nodes
+        (``rules.is_short``, ``rules.lane_applies``, ``rules.leaves_lane``)."""
+        if not self.lane or index is not self.index or rules.is_short(workload, self.config):  # type: ignore[arg-type]  # a lane comes with its config
+            return False
+        if not rules.lane_applies(workload.gpus, self.node_size(shape)):
+            return False
+        return not rules.leaves_lane(index.free_gpus(None), workload.gpus, self.lane)
 
     def occupy(self, workload: RunningWorkload) -> None:
         """``workload`` started on its placement (its GPUs are already taken from the index)."""

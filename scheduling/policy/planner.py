@@ -27,7 +27,7 @@ from scheduling.policy.changes import Changes
 from scheduling.policy.explaining import Explainer
 from scheduling.policy.inventory import file_afresh, node_facts
 from scheduling.policy.outcome_keys import OutcomeKey, Settled
-from scheduling.policy.placement import FreeIndex, Shape
+from scheduling.policy.placement import FreeIndex
 from scheduling.policy.preempting import Preempted, Preemptor
 from scheduling.policy.queues import (
     FairShareQueue,
@@ -218,13 +218,13 @@ class _Pass:
         if filed is None:
             filed = file_afresh(snapshot.running, healthy, capacity, tree.ancestors, tree.limit, now)
         standing.used = filed[2]
-        self.capacity = Capacity(snapshot, now, session, filed, sizes, gpu_types)
+        healthy_gpus = sum(size * count for by_size in sizes.values() for size, count in by_size.items())
+        lane = rules.short_lane_gpus(healthy_gpus, config)  # GPUs kept free for short work
+        self.capacity = Capacity(snapshot, now, session, filed, sizes, gpu_types, lane, config)
         self.reserver = Reserver(self.capacity, standing, changes, now, config)
         self.preemptor = Preemptor(VictimOrders(self.capacity, standing, changes, now, config))
         self.explainer = Explainer(self.capacity, standing, self.reserver, self.preemptor, now, config)
         self.shortcuts = Shortcuts(self.capacity, self.reserver, self.preemptor)
-        healthy_gpus = sum(size * count for by_size in sizes.values() for size, count in by_size.items())
-        self.lane = rules.short_lane_gpus(healthy_gpus, config)  # GPUs kept free for short work
 
     # -- admit ---------------------------------------------------------------------------------
     def _admit(self) -> None:
@@ -282,9 +282,11 @@ class _Pass:
             )
         backfill = reserver.may_backfill(workload)
         placed = capacity.place(shape, backfill)
-        if placed is not None and self._takes_lane(workload, shape, placed[1]):
+        if placed is not None and capacity.holds_back(workload, shape, placed[1]):
             node_size = capacity.node_size(shape)
-            return self._wait(Settled(reasons.kept_for_short_work, (shape, node_size, self.lane)), workload)
+            return self._wait(
+                Settled(reasons.kept_for_short_work, (shape, node_size, capacity.lane)), workload
+            )
         if placed is not None:
             self._start(workload, *placed)
             return True
@@ -299,16 +301,6 @@ class _Pass:
         if reserver.may_reserve(workload):
             self._timed("reserve", lambda: reserver.reserve(workload, shape))
         return self._wait(self.explainer.blocked_key(workload, shape, backfill, failed), workload)
-
-    def _takes_lane(self, workload: PendingWorkload, shape: Shape, index: FreeIndex) -> bool:
-        """Would ``workload``, placed on ``index``, take GPUs kept free for short work? Only work
-        that is not short and takes part of a node, placed on unreserved nodes (``rules.is_short``,
-        ``rules.leaves_lane``, ``rules.lane_applies``)."""
-        if not self.lane or index is not self.capacity.index or rules.is_short(workload, self.config):
-            return False
-        if not rules.lane_applies(workload.gpus, self.capacity.node_size(shape)):
-            return False
-        return not rules.leaves_lane(index.free_gpus(None), workload.gpus, self.lane)
 
     def _wait(self, key: OutcomeKey, workload: PendingWorkload) -> bool:
         """Record why it waits. Equal keys are made one object, so explain resolves each once."""

@@ -62,13 +62,16 @@ class Shortcuts:
         backfill) or make a reservation. Limits are ignored (they only stop work from starting).
 
         Read in queue order and left at the first workload that could start: each distinct shape
-        is placed once (``_ShapeFits``), and only a shape that fits reserved GPUs alone needs the
-        workload itself (may it backfill them?)."""
+        is placed once (``_ShapeFits``); only a shape that fits needs the workload itself (does the
+        lane for short work hold it back? may it backfill reserved GPUs?)."""
         if self.reserver.may_still_reserve(queue):
             return False
-        fits = _ShapeFits(self._shape_fits)
+        fits, capacity = _ShapeFits(self._shape_fits), self.capacity
         for workload in compress(queue.queued(), map(fits.__getitem__, map(_SHAPE, queue.queued()))):
-            if fits[_SHAPE(workload)] == _FITS_FREE or self.reserver.may_backfill(workload):
+            shape = _SHAPE(workload)
+            if fits[shape] == _FITS_FREE and not capacity.holds_back(workload, shape, capacity.index):
+                return False
+            if self.reserver.may_backfill(workload):
                 return False
         return True
 

@@ -77,7 +77,7 @@ class Walk:
         self.waited = len(planning.blocked)
         # Victims go back into the first walk's queues (``_Pass._requeue``): only it meets them again.
         self.first, self.evicted = queues is planning.queues, len(planning.preemptor.preemptions)
-        lane = planning.config if planning.lane else None  # see ``signature``
+        lane = planning.config if planning.capacity.lane else None  # see ``signature``
         backfills = backfill_test(planning.config)
         self.skip = FastSkip(self.failed, planning.now, self.reservation_start, lane, backfills)
 
