@@ -25,8 +25,8 @@ class Capacity:
         filed: Filed,
         sizes: dict[str, dict[int, int]],
         gpu_types: dict[str, str],
-        lane: int = 0,
-        config: PolicyConfig | None = None,
+        lane: int,
+        config: PolicyConfig,
     ) -> None:
         self.snapshot, self.now, self.session = snapshot, now, session
         self.lane, self.config = lane, config  # GPUs kept free for short work (``holds_back``)
@@ -76,7 +76,7 @@ class Capacity:
         """Would ``workload`` (of ``shape``), placed on ``index``, take GPUs kept free for short
         work? Only work that is not short and takes part of a node, placed on unreserved nodes
         (``rules.is_short``, ``rules.lane_applies``, ``rules.leaves_lane``)."""
-        if not self.lane or index is not self.index or rules.is_short(workload, self.config):  # type: ignore[arg-type]  # a lane comes with its config
+        if not self.lane or index is not self.index or rules.is_short(workload, self.config):
             return False
         if not rules.lane_applies(workload.gpus, self.node_size(shape)):
             return False
