@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from scheduling import pass_cache
-from scheduling.models import Workload, WorkloadState
+from scheduling.models import Cluster, Workload, WorkloadState
 from scheduling.passes import run_pass
 from scheduling.services import workload_submit
 from tests.scheduling.conftest import build_lab
@@ -31,6 +31,10 @@ def lab(transactional_db, settings):  # noqa: ANN001, ANN201
 
     cache.clear()
     built = build_lab()
+    # a 32-GPU cluster: the lane for short work (1 GPU) would hold back the 4-GPU start option
+    # this test resubmits with, which fills the last free GPUs (as in tests/pages/conftest.py)
+    Cluster.objects.filter(pk=built.main.pk).update(short_lane_fraction=0.0, rebalance_hysteresis=0.0)
+    built.main.refresh_from_db()
     for gpus in (8, 8, 8, 4):  # protected for 4 h: nothing of dave's can be preempted now
         workload_submit(actor=built.dave, cluster=built.main, allocation_path="lab/language", gpus=gpus,
                         min_runtime_s=4 * 3600, metadata={"duration_s": 86400})  # fmt: skip
