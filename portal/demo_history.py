@@ -41,6 +41,7 @@ from scheduling.models import (
     Workload,
     WorkloadState,
 )
+from scheduling.policy.reasons import gpus_phrase
 
 CLASSES = {"debug": (30, 300), "interactive": (60, 1200), "batch": (300, 7200)}  # median, spread of waits (s)
 
@@ -267,7 +268,7 @@ def _workload(
 def _reason(index: int, node: BudgetNode, gpus: int, now: datetime) -> dict:
     if index % 3 == 2:
         return {"code": "WAITING_FOR_GPUS", "params": {"gpus": gpus},
-                "message": f"needs {gpus} GPUs on one node; the earliest free at ~{(now + timedelta(minutes=40)):%H:%M} when protected work ends",
+                "message": f"needs {gpus_phrase(gpus)} on one node; the earliest free at ~{(now + timedelta(minutes=40)):%H:%M} when protected work ends",
                 "estimated_start": now + timedelta(minutes=40)}  # fmt: skip
     ahead = index
     return {"code": "FAIR_SHARE_QUEUED", "params": {"ahead": ahead, "allocation": node.path},
