@@ -41,7 +41,7 @@ from scheduling.models import (
     Workload,
     WorkloadState,
 )
-from scheduling.policy.reasons import gpus_phrase
+from scheduling.policy.reasons import fair_share_queued, gpus_phrase
 
 CLASSES = {"debug": (30, 300), "interactive": (60, 1200), "batch": (300, 7200)}  # median, spread of waits (s)
 
@@ -270,9 +270,8 @@ def _reason(index: int, node: BudgetNode, gpus: int, now: datetime) -> dict:
         return {"code": "WAITING_FOR_GPUS", "params": {"gpus": gpus},
                 "message": f"needs {gpus_phrase(gpus)} on one node; the earliest free at ~{(now + timedelta(minutes=40)):%H:%M} when protected work ends",
                 "estimated_start": now + timedelta(minutes=40)}  # fmt: skip
-    ahead = index
-    return {"code": "FAIR_SHARE_QUEUED", "params": {"ahead": ahead, "allocation": node.path},
-            "message": f"{ahead} workloads from allocations further below their budget are ahead of yours; {node.slug} is at 1.{10 + index}x its share",
+    _code, _params, message, _estimate = fair_share_queued(index, node.path, 1.1 + index / 100)
+    return {"code": "FAIR_SHARE_QUEUED", "params": {"ahead": index, "allocation": node.path}, "message": message,
             "estimated_start": now + timedelta(minutes=10 + 5 * index)}  # fmt: skip
 
 
