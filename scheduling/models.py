@@ -8,6 +8,8 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from scheduling.policy.types import GOODPUT
+
 
 class BackendKind(models.TextChoices):
     SIMULATED = "simulated", "Simulated"
@@ -31,12 +33,12 @@ class Cluster(models.Model):
     # 5.5 and 5.7; docs/policy.md "Preemption that weighs what it throws away"). The defaults are
     # ``scheduling.policy.types.GOODPUT``, the values the simulator measured; a site may change each.
     goodput_victims = models.BooleanField(
-        default=True,
+        default=GOODPUT["goodput_victims"],
         help_text="Victims lose the least work: idle interactive sessions first, then the work "
         "that checkpointed most recently.",
     )
     end_work_margin = models.FloatField(
-        default=1.0,
+        default=GOODPUT["end_work_margin"],
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Ending funded work that is not resumable needs the preemptor's allocation at "
         "most (1 - this) of its share (0: always allowed; 1: only for an allocation that used nothing).",
@@ -44,24 +46,24 @@ class Cluster(models.Model):
     max_loss_per_gpu_s = models.FloatField(
         null=True,
         blank=True,
-        default=60.0,
+        default=GOODPUT["max_loss_per_gpu_s"],
         validators=[MinValueValidator(0.0)],
         help_text="A resumable victim may lose at most this many seconds of each GPU's work since its "
         "last checkpoint; one further from its checkpoint is left to save first (empty: any).",
     )
     drain_release = models.BooleanField(
-        default=False,
+        default=GOODPUT["drain_release"],
         help_text="Reservations expect funded work back when its protection ends (the drain rule); "
         "off: they count on declared ends only.",
     )
     rebalance_hysteresis = models.FloatField(
-        default=0.25,
+        default=GOODPUT["rebalance_hysteresis"],
         validators=[MinValueValidator(0.0), MaxValueValidator(10.0)],
         help_text="A funded victim's usage/budget ratio must exceed the preemptor's by this "
         "factor (0: the rank rule alone), so two allocations near their shares do not churn.",
     )
     short_lane_fraction = models.FloatField(
-        default=0.01,
+        default=GOODPUT["short_lane_fraction"],
         validators=[MinValueValidator(0.0), MaxValueValidator(0.5)],
         help_text="Fraction of the healthy GPUs (rounded up) that work taking part of a node leaves "
         "free for short work (0: no lane).",
