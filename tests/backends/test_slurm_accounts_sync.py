@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.django_db]
 def cluster(slurm):  # noqa: ANN001, ANN201
     cluster = Cluster.objects.create(
         name="slurm-sync", slug="slurm-sync", backend_kind="slurm", gpu_type="gpu",
-        backend_settings={"slurm_conf": SLURM_CONF, "timeout_s": 5, "slurm_users": ["root"]},
+        backend_settings={"slurm_conf": SLURM_CONF, "slurm_users": ["root"]},
     )  # fmt: skip
     root_slug = f"sync{uuid.uuid4().hex[:6]}"
     root = BudgetNode.objects.create(name="Lab", slug=root_slug, path=root_slug)
@@ -131,7 +131,7 @@ def test_the_mirror_task_runs_on_a_real_worker_outside_any_pass(slurm):  # noqa:
         pytest.skip("needs REDIS_URL (the real Redis broker); .ci/run sets it")
     cluster = Cluster.objects.create(
         name="slurm-task", slug="slurm-task", backend_kind="slurm", gpu_type="gpu",
-        backend_settings={"slurm_conf": SLURM_CONF, "timeout_s": 5, "slurm_users": ["root"]},
+        backend_settings={"slurm_conf": SLURM_CONF, "slurm_users": ["root"]},
     )  # fmt: skip
     root_slug = f"task{uuid.uuid4().hex[:6]}"
     root = BudgetNode.objects.create(name="Lab", slug=root_slug, path=root_slug)
