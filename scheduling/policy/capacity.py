@@ -78,9 +78,14 @@ class Capacity:
         (``rules.is_short``, ``rules.lane_applies``, ``rules.leaves_lane``)."""
         if not self.lane or index is not self.index or rules.is_short(workload, self.config):
             return False
-        if not rules.lane_applies(workload.gpus, self.node_size(shape)):
+        return self.lane_holds_back(shape)
+
+    def lane_holds_back(self, shape: Shape) -> bool:
+        """Would work of ``shape`` that is not short, placed on unreserved nodes, take GPUs kept
+        free for short work (``rules.lane_applies``, ``rules.leaves_lane``)?"""
+        if not self.lane or not rules.lane_applies(shape[0], self.node_size(shape)):
             return False
-        return not rules.leaves_lane(index.free_gpus(None), workload.gpus, self.lane)
+        return not rules.leaves_lane(self.index.free_gpus(None), shape[0], self.lane)
 
     def occupy(self, workload: RunningWorkload) -> None:
         """``workload`` started on its placement (its GPUs are already taken from the index)."""

@@ -12,9 +12,10 @@ from scheduling.policy.capacity import Capacity
 from scheduling.policy.placement import Shape
 from scheduling.policy.preempting import Preemptor
 from scheduling.policy.reserving import Reserver
+from scheduling.policy.rules import is_short
 
 _SHAPE = attrgetter("gpus", "gpus_per_node", "gpu_type")
-_FITS_FREE, _FITS_RESERVED = 1, 2  # see Shortcuts._shape_fits
+_FITS_FREE, _FITS_SHORT, _FITS_RESERVED = 1, 2, 3  # see Shortcuts._shape_fits
 
 
 class _ShapeFits(dict):
@@ -62,27 +63,33 @@ class Shortcuts:
         backfill) or make a reservation. Limits are ignored (they only stop work from starting).
 
         Read in queue order and left at the first workload that could start: each distinct shape
-        is placed once (``_ShapeFits``); only a shape that fits needs the workload itself (does the
-        lane for short work hold it back? may it backfill reserved GPUs?)."""
+        is placed once (``_ShapeFits``); only a shape that fits somewhere but not for everyone
+        needs the workload itself (is it short work? may it backfill reserved GPUs?). As in the
+        walk's ``consider``: a shape that fits unreserved GPUs is placed there, so if the lane
+        holds the workload back it waits, whether or not reserved GPUs would take it."""
         if self.reserver.may_still_reserve(queue):
             return False
-        fits, capacity = _ShapeFits(self._shape_fits), self.capacity
+        fits, config = _ShapeFits(self._shape_fits), self.capacity.config
         for workload in compress(queue.queued(), map(fits.__getitem__, map(_SHAPE, queue.queued()))):
-            shape = _SHAPE(workload)
-            if fits[shape] == _FITS_FREE and not capacity.holds_back(workload, shape, capacity.index):
+            where = fits[_SHAPE(workload)]
+            if where == _FITS_FREE:
                 return False
-            if self.reserver.may_backfill(workload):
+            if where == _FITS_SHORT:
+                if is_short(workload, config):
+                    return False
+            elif self.reserver.may_backfill(workload):
                 return False
         return True
 
     def _shape_fits(self, shape: Shape) -> int:
-        """Where ``shape`` could start now: on unreserved free GPUs (``_FITS_FREE``), only on
-        reserved ones (``_FITS_RESERVED``), or nowhere (0, also when it never could)."""
+        """Where ``shape`` could start now: on unreserved free GPUs (``_FITS_FREE``), there only
+        as short work because the lane holds other work back (``_FITS_SHORT``), only on reserved
+        GPUs (``_FITS_RESERVED``), or nowhere (0, also when it never could)."""
         capacity = self.capacity
         if not capacity.feasible(shape):
             return 0
         if shape not in capacity.no_fit and capacity.index.place(shape) is not None:
-            return _FITS_FREE
+            return _FITS_SHORT if capacity.lane_holds_back(shape) else _FITS_FREE
         reserved = capacity.reserved
         if reserved.spec and shape not in capacity.no_fit_reserved and reserved.place(shape) is not None:
             return _FITS_RESERVED
