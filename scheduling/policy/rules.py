@@ -113,12 +113,17 @@ def clear_gap(victim_ratio: float, preemptor_ratio: float, config: PolicyConfig)
 def is_short(workload: PendingWorkload, config: PolicyConfig) -> bool:
     """Short work, which the lane serves: at most ``config.short_max_gpus`` GPUs, and the debug
     or interactive class or a declared maximum runtime of at most ``config.short_max_runtime_s``."""
-    if workload.gpus > config.short_max_gpus:
+    if not short_width(workload.gpus, config):
         return False
     runtime = workload.max_runtime_s
     return workload.workload_class in ("debug", "interactive") or (
         runtime is not None and runtime <= config.short_max_runtime_s
     )
+
+
+def short_width(gpus: int, config: PolicyConfig) -> bool:
+    """Is work of ``gpus`` GPUs narrow enough to be short work (``is_short``)?"""
+    return gpus <= config.short_max_gpus
 
 
 def short_lane_gpus(healthy_gpus: int, config: PolicyConfig) -> int:

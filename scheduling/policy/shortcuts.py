@@ -12,7 +12,7 @@ from scheduling.policy.capacity import Capacity
 from scheduling.policy.placement import Shape
 from scheduling.policy.preempting import Preemptor
 from scheduling.policy.reserving import Reserver
-from scheduling.policy.rules import is_short
+from scheduling.policy.rules import is_short, short_width
 
 _SHAPE = attrgetter("gpus", "gpus_per_node", "gpu_type")
 _FITS_FREE, _FITS_SHORT, _FITS_RESERVED = 1, 2, 3  # see Shortcuts._shape_fits
@@ -84,12 +84,15 @@ class Shortcuts:
     def _shape_fits(self, shape: Shape) -> int:
         """Where ``shape`` could start now: on unreserved free GPUs (``_FITS_FREE``), there only
         as short work because the lane holds other work back (``_FITS_SHORT``), only on reserved
-        GPUs (``_FITS_RESERVED``), or nowhere (0, also when it never could)."""
+        GPUs (``_FITS_RESERVED``), or nowhere (0, also when it never could, or fits only on
+        lane GPUs and is too wide to be short work: ``rules.short_width``)."""
         capacity = self.capacity
         if not capacity.feasible(shape):
             return 0
         if shape not in capacity.no_fit and capacity.index.place(shape) is not None:
-            return _FITS_SHORT if capacity.lane_holds_back(shape) else _FITS_FREE
+            if not capacity.lane_holds_back(shape):
+                return _FITS_FREE
+            return _FITS_SHORT if short_width(shape[0], capacity.config) else 0
         reserved = capacity.reserved
         if reserved.spec and shape not in capacity.no_fit_reserved and reserved.place(shape) is not None:
             return _FITS_RESERVED

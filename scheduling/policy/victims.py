@@ -123,11 +123,7 @@ class VictimOrders:
         ``order`` was decided in."""
         # the tiers read the tree as it is: the standing ``order`` was decided in
         assert order.generation == self.changes.generation, "an order is read in its own standing only"
-        # the global ratios (and sibling sums) read the standing alone: every order of it shares them
-        tiers = self.pools.get(_TIERS)
-        if tiers is None or tiers[0] != self.changes.generation:
-            tiers = self.pools[_TIERS] = (self.changes.generation, ({}, {}))
-        ratios, sums = tiers[1]
+        ratios, sums = self.standing_ratios()
         groups = [
             (self.tier(allocation, funded, ratios, sums), allocation, funded, victims)
             for allocation, funded, victims in self.victim_groups(order)
@@ -174,6 +170,24 @@ class VictimOrders:
     def forget(self, allocation: str) -> None:
         """``allocation`` lost a victim: its unshielded work is listed again when next read."""
         self.unshielded.pop(allocation, None)
+
+    def standing_ratios(self) -> tuple[dict[str, float], dict[str, float]]:
+        """The global ratios per allocation and the sibling sums (``tier``, ``ratio``) of the
+        standing as it is: they read the standing alone, so every order and verdict of one
+        generation shares them."""
+        tiers = self.pools.get(_TIERS)
+        if tiers is None or tiers[0] != self.changes.generation:
+            tiers = self.pools[_TIERS] = (self.changes.generation, ({}, {}))
+        return tiers[1]
+
+    def ratio(self, allocation: str) -> float:
+        """``allocation``'s global usage/budget ratio in the standing as it is (``global_ratio``,
+        worked out once per generation)."""
+        ratios, sums = self.standing_ratios()
+        found = ratios.get(allocation)
+        if found is None:
+            found = ratios[allocation] = self.global_ratio(allocation, sums)
+        return found
 
     def tier(
         self,
@@ -229,7 +243,7 @@ class VictimOrders:
             return False
         if self.config.rebalance_hysteresis <= 0:
             return True
-        return clear_gap(self.global_ratio(allocation), self.global_ratio(preemptor), self.config)
+        return clear_gap(self.ratio(allocation), self.ratio(preemptor), self.config)
 
     def _verdict(self, order: _Order) -> Callable[[RunningWorkload], bool] | bool:
         """What may be taken from an allowed funded allocation: all of its candidates, or only the
@@ -238,7 +252,7 @@ class VictimOrders:
         config = self.config
         if config.end_work_margin <= 0 and config.max_loss_per_gpu_s is None:
             return True
-        may_end = ends_work_allowed(self.global_ratio(order.workload.allocation), config)
+        may_end = ends_work_allowed(self.ratio(order.workload.allocation), config)
         if may_end and config.max_loss_per_gpu_s is None:
             return True
         now = self.now
