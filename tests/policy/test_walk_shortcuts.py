@@ -40,7 +40,8 @@ def long_queues(draw):  # noqa: ANN201
     return replace(state, pending=tuple(pending))
 
 
-def _plain(_self, _queue, thorough=False):  # noqa: ANN001, ANN202
+def _never(_self, _queue, thorough=False):  # noqa: ANN001, ANN202
+    """A shortcut that never answers "nothing here": the walk tries every workload."""
     return False
 
 
@@ -65,8 +66,8 @@ def test_a_plan_made_with_the_shortcuts_is_the_plan_made_by_trying_every_workloa
 
         with mock.patch.object(Shortcuts, "nothing_more_can_start", spy):
             fast = _decisions(state, config)
-        with mock.patch.object(Shortcuts, "nothing_more_can_start", _plain), \
-             mock.patch.object(Shortcuts, "nothing_to_try", _plain):  # fmt: skip
+        with mock.patch.object(Shortcuts, "nothing_more_can_start", _never), \
+             mock.patch.object(Shortcuts, "nothing_to_try", _never):  # fmt: skip
             plain = _decisions(state, config)
         assert fast == plain
         reached(counts, "a queue left early", any(left))
