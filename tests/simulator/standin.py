@@ -1,4 +1,5 @@
-"""A tiny stand-in planner for engine tests: first come first served, first fit, no preemption.
+"""A tiny stand-in planner for engine tests: first come first served, first fit, no preemption;
+and ``tiny_input``, the hand-sized inputs those tests replay.
 
 It knows nothing of budgets; it only lets the engine's bookkeeping be checked by hand.
 Jobs larger than a node take whole nodes; work that does not fit is skipped, not waited for.
@@ -7,6 +8,21 @@ Jobs larger than a node take whole nodes; work that does not fit is skipped, not
 from __future__ import annotations
 
 from scheduling.policy import Plan, PolicyConfig, Snapshot, Start
+from scheduling.simulator import SimulationInput
+
+DAY = 86400.0
+
+
+def tiny_input(jobs, *, nodes, tree, seconds, outages=()) -> SimulationInput:  # noqa: ANN001
+    """A simulation input of ``jobs`` on ``nodes`` under the budget ``tree``, ``seconds`` long."""
+    return SimulationInput(
+        name="tiny",
+        cluster_nodes=tuple(nodes),
+        tree=tuple(tree),
+        jobs=tuple(jobs),
+        days=seconds / DAY,
+        outages=tuple(outages),
+    )
 
 
 def first_come_first_served(snapshot: Snapshot, now: float, config: PolicyConfig) -> Plan:

@@ -7,21 +7,8 @@ from dataclasses import replace
 import pytest
 
 from scheduling.policy import BudgetNodeSpec, ClusterNodeSpec, Plan, Start
-from scheduling.simulator import NodeOutage, SimJob, SimulationError, SimulationInput, run_simulation
-from tests.simulator.standin import first_come_first_served
-
-DAY = 86400.0
-
-
-def _input(jobs, *, nodes, tree, seconds, outages=()) -> SimulationInput:
-    return SimulationInput(
-        name="tiny",
-        cluster_nodes=tuple(nodes),
-        tree=tuple(tree),
-        jobs=tuple(jobs),
-        days=seconds / DAY,
-        outages=tuple(outages),
-    )
+from scheduling.simulator import NodeOutage, SimJob, SimulationError, run_simulation
+from tests.simulator.standin import first_come_first_served, tiny_input
 
 
 @pytest.fixture
@@ -44,7 +31,7 @@ def preemption_story():
         BudgetNodeSpec("lab/a", "lab", 4.0),
         BudgetNodeSpec("lab/free", "lab", 0.0),
     ]
-    return _input(jobs, nodes=[ClusterNodeSpec("n1", 4, "H100")], tree=tree, seconds=1400.0)
+    return tiny_input(jobs, nodes=[ClusterNodeSpec("n1", 4, "H100")], tree=tree, seconds=1400.0)
 
 
 def test_funded_work_preempts_unfunded_work_and_every_number_matches_the_hand_computation(preemption_story):
@@ -85,7 +72,7 @@ def test_a_node_failure_requeues_resumable_work_and_lowers_availability():
     Owed counts only what the healthy cluster could give: 2 x 100 + 0 x 200 + 2 x 910.
     """
     job = SimJob(1, "lab", "alice", 2, 0.0, 1000.0, resumable=True, checkpoint_s=30.0)
-    inputs = _input(
+    inputs = tiny_input(
         [job],
         nodes=[ClusterNodeSpec("n1", 2, "H100")],
         tree=[BudgetNodeSpec("lab", None, 2.0)],
@@ -123,12 +110,13 @@ def test_a_plan_that_overcommits_a_node_is_refused(preemption_story):
 
 def test_only_the_measured_period_counts_after_the_warmup():
     jobs = [SimJob(1, "lab", "alice", 1, 0.0, 50.0), SimJob(2, "lab", "alice", 1, 120.0, 50.0)]
-    inputs = SimulationInput(
-        name="tiny",
-        cluster_nodes=(ClusterNodeSpec("n1", 1, "H100"),),
-        tree=(BudgetNodeSpec("lab", None, 1.0),),
-        jobs=tuple(jobs),
-        days=100 / DAY,
+    inputs = replace(
+        tiny_input(
+            jobs,
+            nodes=[ClusterNodeSpec("n1", 1, "H100")],
+            tree=[BudgetNodeSpec("lab", None, 1.0)],
+            seconds=100,
+        ),
         warmup_s=100.0,
     )
 

@@ -9,23 +9,12 @@ from __future__ import annotations
 import pytest
 
 from scheduling.policy import BudgetNodeSpec, ClusterNodeSpec, Plan, Preemption
-from scheduling.simulator import NodeOutage, SimJob, SimulationInput, run_simulation
+from scheduling.simulator import NodeOutage, SimJob, run_simulation
 from scheduling.simulator.result import size_band
-from tests.simulator.standin import first_come_first_served
+from tests.simulator.standin import first_come_first_served, tiny_input
 
-DAY, HOUR = 86400.0, 3600.0
+HOUR = 3600.0
 TREE = (BudgetNodeSpec("lab", None, 4.0), BudgetNodeSpec("lab/a", "lab", 4.0))
-
-
-def _input(jobs, *, nodes, seconds, tree=TREE, outages=()) -> SimulationInput:
-    return SimulationInput(
-        name="tiny",
-        cluster_nodes=tuple(nodes),
-        tree=tuple(tree),
-        jobs=tuple(jobs),
-        days=seconds / DAY,
-        outages=tuple(outages),
-    )
 
 
 def preempting_at(at: float, victim: int):
@@ -63,7 +52,7 @@ def killed_job():
         SimJob(1, "lab/a", "alice", 4, 0.0, 10 * HOUR),
         SimJob(2, "lab/a", "bob", 1, 2 * HOUR, HOUR),
     ]
-    return _input(jobs, nodes=[ClusterNodeSpec("n1", 4, "H100")], seconds=50_000.0)
+    return tiny_input(jobs, nodes=[ClusterNodeSpec("n1", 4, "H100")], seconds=50_000.0, tree=TREE)
 
 
 def test_a_preempted_job_is_resubmitted_with_its_full_duration_and_its_demand_stays_owed(killed_job):
@@ -124,7 +113,7 @@ def test_a_node_failure_that_ends_work_counts_its_loss_apart_and_the_job_is_resu
     J is resubmitted at t=400 (the node is back since t=300), starts at once, completes at t=1400.
     """
     job = SimJob(1, "lab", "alice", 2, 0.0, 1000.0)
-    inputs = _input(
+    inputs = tiny_input(
         [job],
         nodes=[ClusterNodeSpec("n1", 2, "H100")],
         tree=[BudgetNodeSpec("lab", None, 2.0)],
@@ -150,7 +139,7 @@ def test_a_preempted_resumable_job_keeps_its_checkpointed_work_as_goodput():
         SimJob(1, "lab/a", "alice", 4, 0.0, 10 * HOUR, resumable=True, checkpoint_s=HOUR),
         SimJob(2, "lab/a", "bob", 1, 2.5 * HOUR, HOUR),
     ]
-    inputs = _input(jobs, nodes=[ClusterNodeSpec("n1", 4, "H100")], seconds=50_000.0)
+    inputs = tiny_input(jobs, nodes=[ClusterNodeSpec("n1", 4, "H100")], seconds=50_000.0, tree=TREE)
 
     summary = run_simulation(inputs, planner=preempting_at(2.5 * HOUR, 1)).summary
 
@@ -172,7 +161,7 @@ def test_jobs_fall_in_size_bands_with_empty_bands_listed():
         SimJob(4, "lab", "dave", 64, 0.0, 100.0),
     ]
     nodes = [ClusterNodeSpec(f"n{i:02d}", 8, "H100") for i in range(1, 10)]
-    inputs = _input(jobs, nodes=nodes, tree=tree, seconds=1000.0)
+    inputs = tiny_input(jobs, nodes=nodes, tree=tree, seconds=1000.0)
 
     by_size = run_simulation(inputs, planner=first_come_first_served).summary["by_size"]
 
@@ -197,7 +186,7 @@ def test_never_started_counts_per_class_and_band():
         SimJob(1, "lab", "alice", 2, 0.0, 5000.0),
         SimJob(2, "lab", "bob", 1, 10.0, 60.0, workload_class="debug"),
     ]
-    inputs = _input(jobs, nodes=[ClusterNodeSpec("n1", 2, "H100")], tree=tree, seconds=1000.0)
+    inputs = tiny_input(jobs, nodes=[ClusterNodeSpec("n1", 2, "H100")], tree=tree, seconds=1000.0)
 
     summary = run_simulation(inputs, planner=first_come_first_served).summary
 
@@ -220,7 +209,7 @@ def test_the_real_policy_ends_unfunded_work_for_funded_work_and_its_owner_resubm
         SimJob(1, "lab/free", "carol", 4, 0.0, 1000.0),
         SimJob(2, "lab/a", "alice", 2, 250.0, 300.0, min_runtime_s=300.0),
     ]
-    inputs = _input(jobs, nodes=[ClusterNodeSpec("n1", 4, "H100")], tree=tree, seconds=1600.0)
+    inputs = tiny_input(jobs, nodes=[ClusterNodeSpec("n1", 4, "H100")], tree=tree, seconds=1600.0)
 
     summary = run_simulation(inputs, policy="fairshare").summary
 
