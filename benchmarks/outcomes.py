@@ -38,6 +38,8 @@ from typing import TextIO
 
 from scheduling.simulator import POLICIES, SimulationInput, run_simulation
 from scheduling.simulator.cluster import group_nodes, read_cluster_file
+from scheduling.simulator.engine import DEFAULT_RESUBMIT_DELAY_S
+from scheduling.simulator.options import add_resubmit_arguments, resubmit_delay
 from scheduling.simulator.result import SIZE_BANDS
 from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario
 from scheduling.simulator.traces import TraceFormat, read_budgets, read_trace, trace_input
@@ -163,7 +165,7 @@ def replay(
     policies: Sequence[str],
     days: float | None,
     err: TextIO,
-    resubmit_delay_s: float | None = 300.0,
+    resubmit_delay_s: float | None = DEFAULT_RESUBMIT_DELAY_S,
 ) -> Iterator[dict[str, object]]:
     """Run every (case, policy), yielding each line as it is done; progress on ``err``."""
     total, done = len(cases) * len(policies), 0
@@ -310,13 +312,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
     parser.add_argument("--only", action="append", default=[], metavar="TRACE", help="a trace's name or ai2")
     parser.add_argument("--policy", action="append", default=[], help=f"one of {', '.join(POLICIES)}")
     parser.add_argument("--days", type=float, default=None, help="replay at most N days of each input")
-    parser.add_argument(
-        "--resubmit-delay-s",
-        type=float,
-        default=300.0,
-        help="owners resubmit ended work (default %(default)s)",
-    )
-    parser.add_argument("--no-resubmit", action="store_true", help="ended work stays ended")
+    add_resubmit_arguments(parser)
     options = parser.parse_args(argv)
     if options.source:
         lines = [
@@ -330,9 +326,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
     policies = options.policy or list(POLICIES)
     try:
         cases = find_cases(Path(options.traces), options.only)
-        delay = None if options.no_resubmit else options.resubmit_delay_s
         lines = []
-        for line in replay(cases, policies, options.days, err, delay):
+        for line in replay(cases, policies, options.days, err, resubmit_delay(vars(options))):
             lines.append(line)
             if not options.markdown:
                 out.write(json.dumps(line, sort_keys=True) + "\n")
