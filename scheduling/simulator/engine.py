@@ -428,7 +428,7 @@ class Engine:
         self.ledger.accrue(self.now)
         elapsed = self.now - state.run_start
         self._stop(state)
-        ended = not (spec.resumable and requeue)
+        ended, saved = not (spec.resumable and requeue), 0.0
         if not ended:
             saved = elapsed if spec.checkpoint_s <= 0 else (elapsed // spec.checkpoint_s) * spec.checkpoint_s
             state.remaining_s -= saved
@@ -436,10 +436,8 @@ class Engine:
             self.counters["requeues"] += self._measured()
             self._enqueue(state)
         elif self.resubmit_delay_s is None:
-            saved = 0.0
             self._end(state, "failed" if cause == "node_failure" else "preempted")
         else:
-            saved = 0.0
             self._await_resubmission(state)
         lost = (elapsed - saved) * spec.gpus
         self._count_lost_in_period(elapsed - saved, spec.gpus)
