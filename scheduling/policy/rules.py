@@ -110,13 +110,16 @@ def clear_gap(victim_ratio: float, preemptor_ratio: float, config: PolicyConfig)
 
 
 # -- the lane for short work (DESIGN 5.7) --------------------------------------------------------
+SHORT_CLASSES = ("debug", "interactive")  # the workload classes the lane serves, whatever their runtime
+
+
 def is_short(workload: PendingWorkload, config: PolicyConfig) -> bool:
     """Short work, which the lane serves: at most ``config.short_max_gpus`` GPUs, and the debug
     or interactive class or a declared maximum runtime of at most ``config.short_max_runtime_s``."""
     if not short_width(workload.gpus, config):
         return False
     runtime = workload.max_runtime_s
-    return workload.workload_class in ("debug", "interactive") or (
+    return workload.workload_class in SHORT_CLASSES or (
         runtime is not None and runtime <= config.short_max_runtime_s
     )
 

@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from scheduling.policy.rules import SHORT_CLASSES
 from scheduling.simulator.engine import Engine, JobState
 from scheduling.simulator.metrics import jain_index, percentile
 from scheduling.simulator.model import SimJob
@@ -26,7 +27,6 @@ from scheduling.simulator.model import SimJob
 AT_95PCT = 0.95
 # Size bands of the ``by_size`` table: (key, fewest GPUs, most GPUs).
 SIZE_BANDS = (("1", 1, 1), ("2-7", 2, 7), ("8-63", 8, 63), ("64+", 64, None))
-SHORT_CLASSES = ("debug", "interactive")
 
 
 @dataclass
