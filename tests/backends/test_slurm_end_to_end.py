@@ -166,12 +166,20 @@ def test_a_preemption_with_a_grace_period_signals_first_and_requeues_after_it(la
 
 def why_pending(lab, job_id: str) -> str:  # noqa: ANN001
     """What the portal says about a job that was expected to move, for a failing assertion."""
-    reasons = PendingReason.objects.filter(workload=workload(lab, job_id)).values_list("code", "message")
+    waiting = workload(lab, job_id)
+    reasons = PendingReason.objects.filter(workload=waiting).values_list("code", "message")
     runs = Run.objects.filter(workload__cluster=lab.cluster).values_list(
         "workload__backend_ref", "attempt", "started_at", "protected_until", "ended_at"
     )
     passes = SchedulingPass.objects.filter(cluster=lab.cluster).values_list("started_at", "status", "error")
-    return f"pending reasons: {list(reasons)}; runs: {list(runs)}; passes: {list(passes)}"
+    decisions = Decision.objects.filter(cluster=lab.cluster).values_list(
+        "kind", "workload__backend_ref", "superseded"
+    )
+    return (
+        f"job {job_id}: {waiting.state}, held {waiting.held} ({waiting.held_note!r}), allocation "
+        f"{waiting.allocation_id}; pending reasons: {list(reasons)}; runs: {list(runs)}; "
+        f"decisions: {list(decisions)}; passes: {list(passes)}"
+    )
 
 
 def fragment_the_cluster(lab) -> SimpleNamespace:  # noqa: ANN001
