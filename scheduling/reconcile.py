@@ -92,10 +92,7 @@ def reconcile(
     open_attempts = dict(
         Run.objects.filter(cluster=cluster, ended_at__isnull=True).values_list("workload_id", "attempt")
     )
-    lookups = [
-        (job, known[job.workload_id] if job.workload_id in known else known.get(job.ref))
-        for job in state.jobs
-    ]
+    lookups = [(job, workload_of(job, known)) for job in state.jobs]
     matched = [(job, light) for job, light in lookups if light is not None]
     to_sync = [
         (job, light.id) for job, light in matched if not _settled(job, light, open_attempts.get(light.id))
@@ -134,6 +131,19 @@ class Known:
     state: str
     attempt: int
     gpus: int
+
+
+def workload_of(job: ObservedJob, known: dict[int | str, Known]) -> Known | None:
+    """The workload a backend job belongs to: the one whose backend job it is; else the one it
+    names (the portal's submit writes the workload id on its job) if that workload has no backend job
+    yet. A job naming a workload whose backend job is another one is not that workload's: an ended
+    job left over from another portal database, or a user's `--comment=workload=7`, must never end,
+    start or take over somebody else's workload."""
+    own = known.get(job.ref)
+    if own is not None:
+        return own
+    named = known.get(job.workload_id) if job.workload_id is not None else None
+    return named if named is not None and not named.ref else None
 
 
 def _settled(job: ObservedJob, workload: Known, open_attempt: int | None) -> bool:
@@ -189,14 +199,14 @@ def _known_workloads(
     Natively submitted jobs nobody knows yet are adopted here.
     """
     ids = {job.workload_id for job in jobs if job.workload_id is not None}
-    native_refs = {job.ref for job in jobs if job.workload_id is None}
+    refs = {job.ref for job in jobs}
     # Three indexed reads rather than one OR that the database answers with a table scan.
     in_cluster = Workload.objects.filter(cluster=cluster)
     rows = {
         row[0]: row
         for queryset in (
             in_cluster.filter(pk__in=ids),
-            in_cluster.filter(backend_ref__in=native_refs),
+            in_cluster.filter(backend_ref__in=refs),
             in_cluster.filter(state=WorkloadState.RUNNING),
         )
         for row in fetch_rows(queryset.values_list("id", "backend_ref", "state", "attempt", "gpus"))
@@ -208,7 +218,7 @@ def _known_workloads(
         if known.ref:
             found[known.ref] = known
     for job in jobs:
-        if job.workload_id is None and job.ref not in found and _adoptable(job):
+        if workload_of(job, found) is None and _adoptable(job):
             try:
                 with transaction.atomic():  # a job we cannot adopt is skipped, never the pass
                     workload = workload_adopt(cluster=cluster, job=job, now=now)

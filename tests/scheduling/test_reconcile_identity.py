@@ -1,0 +1,68 @@
+"""Which workload a backend job is: a job that names a workload whose backend job is another one
+(an ended job left over from another portal database, a user's forged comment) never ends, starts
+or takes over that workload."""
+
+from __future__ import annotations
+
+from scheduling.backends.base import ClusterState, JobState, ObservedJob, ObservedNode
+from scheduling.models import Run, Workload, WorkloadState
+from scheduling.reconcile import reconcile
+from scheduling.snapshot import funded_allocation_ids
+from tests.scheduling.conftest import T0
+
+NODES = tuple(ObservedNode(name=f"n{index}", gpus=8, gpu_type="A100") for index in range(4))
+
+
+def observe(lab, *jobs: ObservedJob) -> None:  # noqa: ANN001
+    state = ClusterState(observed_at=T0.timestamp(), nodes=NODES, jobs=jobs)
+    reconcile(cluster=lab.main, state=state, now=T0, funded_ids=funded_allocation_ids(lab.main))
+
+
+def native(ref: str, state: JobState = JobState.WAITING, **fields: object) -> ObservedJob:
+    return ObservedJob(ref=ref, state=state, account="lab/vision/perception", user="bob", gpus=8, **fields)
+
+
+def test_an_ended_job_naming_a_waiting_workloads_id_does_not_end_it(lab):
+    newcomer = native("530")
+    observe(lab, newcomer)
+    adopted = Workload.objects.get(cluster=lab.main, backend_ref="530")
+
+    stale = ObservedJob(ref="17", state=JobState.CANCELLED, workload_id=adopted.pk, account="lab/vision")
+    observe(lab, stale, newcomer)
+
+    adopted.refresh_from_db()
+    assert adopted.state == WorkloadState.PENDING
+    assert not Run.objects.filter(workload=adopted).exists()
+
+
+def test_a_job_forging_a_running_workloads_id_is_adopted_as_its_own_workload(lab):
+    observe(lab, native("100", JobState.RUNNING, nodes=("n0",), started_at=T0.timestamp() - 60))
+    running = Workload.objects.get(cluster=lab.main, backend_ref="100")
+    assert running.state == WorkloadState.RUNNING
+
+    forged = native("200", workload_id=running.pk)
+    observe(lab, native("100", JobState.RUNNING, nodes=("n0",), started_at=T0.timestamp() - 60), forged)
+    observe(lab, native("100", JobState.RUNNING, nodes=("n0",), started_at=T0.timestamp() - 60), forged)
+
+    running.refresh_from_db()
+    assert running.state == WorkloadState.RUNNING and Run.objects.get(workload=running).ended_at is None
+    assert list(
+        Workload.objects.filter(cluster=lab.main, backend_ref="200").values_list("state", flat=True)
+    ) == [WorkloadState.PENDING]
+
+
+def test_a_portal_job_whose_reference_was_never_saved_is_still_its_workloads(lab):
+    workload = Workload.objects.create(
+        cluster=lab.main, allocation=lab.perception, user_name="bob", name="lost-ref", gpus=8,
+        submitted_at=T0, queued_at=T0, state_changed_at=T0,
+    )  # fmt: skip
+
+    observe(
+        lab,
+        native("300", JobState.RUNNING, workload_id=workload.pk, nodes=("n1",), started_at=T0.timestamp()),
+    )
+
+    workload.refresh_from_db()
+    assert workload.state == WorkloadState.RUNNING
+    assert Run.objects.get(workload=workload).placement == [["n1", 0]]
+    assert not Workload.objects.filter(cluster=lab.main, backend_ref="300").exists()
