@@ -236,7 +236,7 @@ class SlurmBackend:
         state = observed_state(job)
         ran = state is JobState.RUNNING or (state in ENDED and bool(job.nodes))
         keys = parse_comment(job.comment)
-        workload = keys.get("workload", "")
+        workload = keys.get("workload", "") if self.submitted_by_portal(job) else ""
         return ObservedJob(
             ref=job.ref,
             state=state,
@@ -246,7 +246,7 @@ class SlurmBackend:
             started_at=job.started_at if ran and job.state != "PENDING" else None,
             ended_at=job.ended_at if state in ENDED else None,
             account=path_for_account(job.account, self._account_paths),
-            user=keys.get("user") or job.user,
+            user=(keys.get("user") if self.submitted_by_portal(job) else None) or job.user,
             gpus=job.gpus,
             gpus_per_node=job.gpus_per_node or (job.gpus // job.node_count if job.node_count > 1 else None),
             min_runtime_s=self.min_runtime_s(keys),
@@ -257,6 +257,12 @@ class SlurmBackend:
             held_by=held_by(job) if state is JobState.WAITING else "",
             checkpoint_interval_s=checkpoint_interval(keys),
         )
+
+    def submitted_by_portal(self, job: SlurmJob) -> bool:
+        """Only a job the portal's own Slurm account submitted speaks for the portal: its comment's
+        ``workload=`` and ``user=`` are believed. Anyone can write `--comment=workload=7,user=alice`
+        on their own sbatch; on such a job both are ignored (it is adopted as the Slurm user's)."""
+        return job.user == (self.settings.run_as or pwd.getpwuid(os.getuid()).pw_name)
 
     def min_runtime_s(self, keys: dict[str, str]) -> float | None:
         """`min_runtime=2h` in the job's comment, else the cluster default."""

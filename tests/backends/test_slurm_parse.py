@@ -1,5 +1,6 @@
 """Slurm's JSON parsed into plain classes, on output captured from the real 22.05 test cluster."""
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,13 +30,13 @@ def fixture(name: str) -> str:
 class CapturedSlurm:
     """Answers squeue and sinfo with the captured JSON; records every other command."""
 
-    def __init__(self, squeue: str = "squeue.json") -> None:
-        self.squeue = squeue
+    def __init__(self, squeue: str = "squeue.json", *, squeue_text: str = "") -> None:
+        self.squeue_text = squeue_text or fixture(squeue)
         self.commands: list[tuple[str, ...]] = []
 
     def run(self, *args: str) -> str:
         if args[0] in ("squeue", "sinfo"):
-            return fixture(self.squeue if args[0] == "squeue" else "sinfo.json")
+            return self.squeue_text if args[0] == "squeue" else fixture("sinfo.json")
         self.commands.append(args)
         return ""
 
@@ -142,6 +143,21 @@ def test_a_natively_submitted_job_brings_account_path_min_runtime_and_resumabili
     assert train.workload_id is None and train.state is JobState.WAITING
     assert (train.account, train.user, train.gpus) == ("ai2/nlp", "root", 4)
     assert (train.min_runtime_s, train.resumable, train.attempt) == (7200, True, 2)
+
+
+@pytest.mark.parametrize(
+    ("submitter", "workload_id", "user"), [("portal", 7, "alice"), ("mallory", None, "mallory")]
+)
+def test_only_the_portals_own_jobs_speak_for_a_workload_and_a_user_in_their_comment(
+    submitter, workload_id, user
+):
+    document = json.loads(fixture("squeue.json"))
+    document["jobs"][0].update(comment="workload=7,user=alice,min_runtime=2h", user_name=submitter)
+    slurm = CapturedSlurm(squeue_text=json.dumps(document))
+
+    job = SlurmBackend(SlurmSettings(run_as="portal"), cli=slurm).observe().jobs[0]
+
+    assert (job.workload_id, job.user, job.min_runtime_s) == (workload_id, user, 7200)
 
 
 def test_a_job_without_a_min_runtime_gets_the_cluster_default_and_is_not_resumable_without_requeue():
