@@ -7,9 +7,11 @@ failure (tests/conftest.py), so .ci/run starts the cluster first.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +28,24 @@ def slurm_command(*args: str, check: bool = True, timeout: float = 20) -> str:
     if check and done.returncode != 0:
         raise AssertionError(f"{' '.join(args)} failed: {done.stderr.strip()}")
     return done.stdout
+
+
+def slurm_log_lines(job_id: str, *, limit: int = 40) -> str:
+    """The last lines slurmctld and every slurmd logged about a job, for a failing assertion."""
+    conf = dict(line.split("=", 1) for line in Path(SLURM_CONF).read_text().splitlines() if "=" in line)
+    nodes = expand_hostlist(slurm_command("sinfo", "-h", "-N", "-o", "%N", check=False).split()[0])
+    paths = [conf.get("SlurmctldLogFile", "")] + [
+        conf.get("SlurmdLogFile", "").replace("%n", n) for n in nodes
+    ]
+    about = re.compile(rf"(JobId=|JobId |job |\[){re.escape(job_id)}(\D|$)")
+    found = [
+        f"{Path(path).name}: {line}"
+        for path in paths
+        if path and Path(path).exists()
+        for line in Path(path).read_text(errors="replace").splitlines(keepends=True)
+        if about.search(line)
+    ]
+    return "".join(found[-limit:])
 
 
 def slurm_is_up() -> bool:
@@ -80,7 +100,8 @@ class TestSlurm:
             )
         except AssertionError as error:
             detail = slurm_command("scontrol", "show", "job", job_id, check=False)
-            raise AssertionError(f"{error}\n{detail}\n{slurm_command('sinfo', '-N', check=False)}") from None
+            nodes = slurm_command("sinfo", "-N", check=False)
+            raise AssertionError(f"{error}\n{detail}\n{nodes}\n{slurm_log_lines(job_id)}") from None
         return self.squeue(job_id)[1]
 
     def observed(self, job_id: str):  # noqa: ANN201 - ObservedJob

@@ -32,7 +32,7 @@ from scheduling.models import (
 )
 from scheduling.passes import run_pass
 
-from .conftest import SLURM_CONF, slurm_command
+from .conftest import SLURM_CONF, slurm_command, slurm_log_lines
 from .test_slurm_live import start_controller, stop_controller
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db]
@@ -178,7 +178,8 @@ def why_pending(lab, job_id: str) -> str:  # noqa: ANN001
     return (
         f"job {job_id}: {waiting.state}, held {waiting.held} ({waiting.held_note!r}), allocation "
         f"{waiting.allocation_id}; pending reasons: {list(reasons)}; runs: {list(runs)}; "
-        f"decisions: {list(decisions)}; passes: {list(passes)}"
+        f"decisions: {list(decisions)}; passes: {list(passes)}\n"
+        f"observed now: {lab.slurm.observed(job_id)}\n{slurm_log_lines(job_id)}"
     )
 
 
