@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from scheduling.accounting import accounting_charge_usage, lease_for
 from scheduling.backends.base import ClusterState, JobState, ObservedJob, ObservedNode
@@ -199,24 +200,13 @@ def _known_workloads(
     Natively submitted jobs nobody knows yet are adopted here.
     """
     ids = {job.workload_id for job in jobs if job.workload_id is not None}
-    refs = {job.ref for job in jobs}
-    # Three indexed reads rather than one OR that the database answers with a table scan.
+    # Indexed reads rather than one OR that the database answers with a table scan: the workloads
+    # the jobs name and the running ones, then by backend ref the jobs not found as their own
+    # (natively submitted ones, and any naming a workload whose job is another).
     in_cluster = Workload.objects.filter(cluster=cluster)
-    rows = {
-        row[0]: row
-        for queryset in (
-            in_cluster.filter(pk__in=ids),
-            in_cluster.filter(backend_ref__in=refs),
-            in_cluster.filter(state=WorkloadState.RUNNING),
-        )
-        for row in fetch_rows(queryset.values_list("id", "backend_ref", "state", "attempt", "gpus"))
-    }.values()
     found: dict[int | str, Known] = {}
-    for row in rows:
-        known = Known(*row)
-        found[known.id] = known
-        if known.ref:
-            found[known.ref] = known
+    _remember(found, in_cluster.filter(pk__in=ids), in_cluster.filter(state=WorkloadState.RUNNING))
+    _remember(found, in_cluster.filter(backend_ref__in={job.ref for job in jobs if job.ref not in found}))
     for job in jobs:
         if workload_of(job, found) is None and _adoptable(job):
             try:
@@ -229,6 +219,16 @@ def _known_workloads(
             found[known.id] = found[job.ref] = known
             counts.adopted += 1
     return found
+
+
+def _remember(found: dict[int | str, Known], *querysets: QuerySet[Workload]) -> None:
+    """Add the workloads of ``querysets`` to ``found``, by id and by backend ref."""
+    for queryset in querysets:
+        for row in fetch_rows(queryset.values_list("id", "backend_ref", "state", "attempt", "gpus")):
+            known = Known(*row)
+            found[known.id] = known
+            if known.ref:
+                found[known.ref] = known
 
 
 def _follow_backend_holds(
