@@ -137,14 +137,16 @@ class Known:
 def workload_of(job: ObservedJob, known: dict[int | str, Known]) -> Known | None:
     """The workload a backend job belongs to: the one whose backend job it is; else the one it
     names (the portal's submit writes the workload id on its job) if that workload has no backend job
-    yet. A job naming a workload whose backend job is another one is not that workload's: an ended
-    job left over from another portal database, or a user's `--comment=workload=7`, must never end,
-    start or take over somebody else's workload."""
+    yet and the job still waits or runs (the portal stopped between submitting and saving the
+    reference). A job naming a workload whose backend job is another one is not that workload's: an
+    ended job left over from another portal database, or a user's `--comment=workload=7`, must
+    never end, start or take over somebody else's workload."""
     own = known.get(job.ref)
     if own is not None:
         return own
     named = known.get(job.workload_id) if job.workload_id is not None else None
-    return named if named is not None and not named.ref else None
+    live = job.state in (JobState.WAITING, JobState.RUNNING)
+    return named if named is not None and not named.ref and live else None
 
 
 def _settled(job: ObservedJob, workload: Known, open_attempt: int | None) -> bool:

@@ -22,6 +22,14 @@ def native(ref: str, state: JobState = JobState.WAITING, **fields: object) -> Ob
     return ObservedJob(ref=ref, state=state, account="lab/vision/perception", user="bob", gpus=8, **fields)
 
 
+def submitted_through_the_api(lab) -> Workload:  # noqa: ANN001
+    """A workload the API created and no pass has submitted yet (no backend job, no reference)."""
+    return Workload.objects.create(
+        cluster=lab.main, allocation=lab.perception, user_name="bob", name="api", gpus=8,
+        submitted_at=T0, queued_at=T0, state_changed_at=T0,
+    )  # fmt: skip
+
+
 def test_an_ended_job_naming_a_waiting_workloads_id_does_not_end_it(lab):
     newcomer = native("530")
     observe(lab, newcomer)
@@ -52,10 +60,7 @@ def test_a_job_forging_a_running_workloads_id_is_adopted_as_its_own_workload(lab
 
 
 def test_a_portal_job_whose_reference_was_never_saved_is_still_its_workloads(lab):
-    workload = Workload.objects.create(
-        cluster=lab.main, allocation=lab.perception, user_name="bob", name="lost-ref", gpus=8,
-        submitted_at=T0, queued_at=T0, state_changed_at=T0,
-    )  # fmt: skip
+    workload = submitted_through_the_api(lab)
 
     observe(
         lab,
@@ -66,3 +71,14 @@ def test_a_portal_job_whose_reference_was_never_saved_is_still_its_workloads(lab
     assert workload.state == WorkloadState.RUNNING
     assert Run.objects.get(workload=workload).placement == [["n1", 0]]
     assert not Workload.objects.filter(cluster=lab.main, backend_ref="300").exists()
+
+
+def test_an_ended_job_naming_a_workload_not_yet_submitted_leaves_it_waiting_for_its_own_job(lab):
+    workload = submitted_through_the_api(lab)
+
+    observe(
+        lab, ObservedJob(ref="17", state=JobState.CANCELLED, workload_id=workload.pk, account="lab/vision")
+    )
+
+    workload.refresh_from_db()
+    assert workload.state == WorkloadState.PENDING and workload.backend_ref == ""
