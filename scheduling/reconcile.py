@@ -115,6 +115,7 @@ def reconcile(
                 _sync(workloads[wid], job, runs.get(wid), now=now, funded_ids=funded_ids, counts=counts)
         except Exception as error:  # noqa: BLE001 - any failure stays with its job; the pass goes on
             counts.skip(job.ref, f"{type(error).__name__}: {error}")
+    _save_found_references(matched)
     _follow_backend_holds(cluster=cluster, matched=matched, now=now)
     for wid in vanished:
         _close_vanished(workloads[wid], runs.get(wid), now=now, counts=counts)
@@ -231,6 +232,15 @@ def _remember(found: dict[int | str, Known], *querysets: QuerySet[Workload]) -> 
             found[known.id] = known
             if known.ref:
                 found[known.ref] = known
+
+
+def _save_found_references(matched: list[tuple[ObservedJob, Known]]) -> None:
+    """A workload found by the id its job carries (the portal stopped between submitting the job
+    and saving its reference) gets that job's reference, so the next submit does not create a
+    second job for it and actions reach the job that exists."""
+    for job, known in matched:
+        if not known.ref:
+            Workload.objects.filter(pk=known.id, backend_ref="").update(backend_ref=job.ref)
 
 
 def _follow_backend_holds(

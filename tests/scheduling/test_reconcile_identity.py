@@ -59,7 +59,7 @@ def test_a_job_forging_a_running_workloads_id_is_adopted_as_its_own_workload(lab
     ) == [WorkloadState.PENDING]
 
 
-def test_a_portal_job_whose_reference_was_never_saved_is_still_its_workloads(lab):
+def test_a_portal_job_whose_reference_was_never_saved_is_its_workloads_and_saves_the_reference(lab):
     workload = submitted_through_the_api(lab)
 
     observe(
@@ -68,9 +68,9 @@ def test_a_portal_job_whose_reference_was_never_saved_is_still_its_workloads(lab
     )
 
     workload.refresh_from_db()
-    assert workload.state == WorkloadState.RUNNING
+    assert workload.state == WorkloadState.RUNNING and workload.backend_ref == "300"
     assert Run.objects.get(workload=workload).placement == [["n1", 0]]
-    assert not Workload.objects.filter(cluster=lab.main, backend_ref="300").exists()
+    assert list(Workload.objects.filter(cluster=lab.main, backend_ref="300")) == [workload]  # none adopted
 
 
 def test_an_ended_job_naming_a_workload_not_yet_submitted_leaves_it_waiting_for_its_own_job(lab):
