@@ -152,10 +152,15 @@ class SlurmCli:
         return done.stdout
 
 
+def current_account() -> str:
+    """The account this process runs as."""
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
 def run_as_prefix(user: str | None) -> tuple[str, ...]:
     """Commands run as ``user``: directly when the portal already is that user, else through
     runuser (the portal then runs as root and drops to the operator account for every Slurm call)."""
-    if not user or user == pwd.getpwuid(os.getuid()).pw_name:
+    if not user or user == current_account():
         return ()
     return ("runuser", "-u", user, "--")
 
@@ -175,6 +180,7 @@ class SlurmBackend:
     def __init__(self, settings: SlurmSettings | None = None, *, cli: SlurmCli | None = None) -> None:
         self.settings = settings or SlurmSettings()
         self.cli = cli or SlurmCli(self.settings)
+        self.operator = self.settings.run_as or current_account()  # the account the portal submits as
         self._account_paths: dict[str, str] = {}
 
     @classmethod
@@ -236,7 +242,8 @@ class SlurmBackend:
         state = observed_state(job)
         ran = state is JobState.RUNNING or (state in ENDED and bool(job.nodes))
         keys = parse_comment(job.comment)
-        workload = keys.get("workload", "") if self.submitted_by_portal(job) else ""
+        ours = self.submitted_by_portal(job)
+        workload = keys.get("workload", "") if ours else ""
         return ObservedJob(
             ref=job.ref,
             state=state,
@@ -246,7 +253,7 @@ class SlurmBackend:
             started_at=job.started_at if ran and job.state != "PENDING" else None,
             ended_at=job.ended_at if state in ENDED else None,
             account=path_for_account(job.account, self._account_paths),
-            user=(keys.get("user") if self.submitted_by_portal(job) else None) or job.user,
+            user=(keys.get("user") if ours else None) or job.user,
             gpus=job.gpus,
             gpus_per_node=job.gpus_per_node or (job.gpus // job.node_count if job.node_count > 1 else None),
             min_runtime_s=self.min_runtime_s(keys),
@@ -262,7 +269,7 @@ class SlurmBackend:
         """Only a job the portal's own Slurm account submitted speaks for the portal: its comment's
         ``workload=`` and ``user=`` are believed. Anyone can write `--comment=workload=7,user=alice`
         on their own sbatch; on such a job both are ignored (it is adopted as the Slurm user's)."""
-        return job.user == (self.settings.run_as or pwd.getpwuid(os.getuid()).pw_name)
+        return job.user == self.operator
 
     def min_runtime_s(self, keys: dict[str, str]) -> float | None:
         """`min_runtime=2h` in the job's comment, else the cluster default."""
