@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from scheduling.policy import planner
-from scheduling.policy.queues import Grouped, group_pending, swap_grouped
+from scheduling.policy.grouping import Grouped, group_pending, swap_grouped
 from scheduling.policy.reasons import Reasons, gpus_phrase
 from scheduling.policy.session import PlanningSession
 from scheduling.policy.types import (

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
+from itertools import chain
 from operator import attrgetter, itemgetter
 from types import MappingProxyType
 from typing import cast
@@ -25,18 +26,12 @@ from scheduling.policy import reasons, rules
 from scheduling.policy.capacity import Capacity
 from scheduling.policy.changes import Changes
 from scheduling.policy.explaining import Explainer
+from scheduling.policy.grouping import Grouped, Kinds, group_pending, kinds_after
 from scheduling.policy.inventory import file_afresh, node_facts
 from scheduling.policy.outcome_keys import OutcomeKey, Settled
 from scheduling.policy.placement import FreeIndex
 from scheduling.policy.preempting import Preempted, Preemptor
-from scheduling.policy.queues import (
-    FairShareQueue,
-    Grouped,
-    StaticQueue,
-    group_pending,
-    priority_key,
-    submit_key,
-)
+from scheduling.policy.queues import FairShareQueue, StaticQueue, priority_key, submit_key
 from scheduling.policy.ranking import FairTree
 from scheduling.policy.replay import as_pending, as_running, single_type
 from scheduling.policy.reserving import Reserver
@@ -185,8 +180,8 @@ class _Pass:
     def _rank(self) -> None:
         """Phase 1: the Fair Tree charged with the running work (the standing), and the queues."""
         snapshot = self.snapshot
-        groups, self.held = self.grouped or group_pending(snapshot.pending)
-        self.groups = groups
+        groups, self.held, kinds = self.grouped or group_pending(snapshot.pending)
+        self.groups, self.kinds = groups, kinds
         allocations = set(map(_FIRST, groups))  # every allocation met, for those the tree lacks
         carry = self.session.filing
         allocations.update(carry.allocations(snapshot.running), map(_ALLOCATION, self.held))
@@ -196,12 +191,13 @@ class _Pass:
         self.standing = Standing(tree, self.config)
         if self.standing.fairshare:
             tree.charge_running(snapshot.running, self.now, self.standing.charge_s, carry.in_start_order)
-        self.queues = self._make_queues(groups)
+        self.queues = self._make_queues(groups, kinds)
 
-    def _make_queues(self, groups: dict[tuple[str, str], list[PendingWorkload]]) -> list:
-        """Funded work first, then unfunded (fair share); or one static order."""
+    def _make_queues(self, groups: dict[tuple[str, str], list[PendingWorkload]], kinds: Kinds) -> list:
+        """Funded work first, then unfunded (fair share); or one static order. ``kinds``: the
+        workloads of ``groups`` by kind (``grouping.KIND``)."""
         if self.standing.fairshare:
-            return FairShareQueue.funded_and_unfunded(self.standing.tree, groups)
+            return FairShareQueue.funded_and_unfunded(self.standing.tree, groups, kinds)
         key = priority_key if self.config.ordering == "priority" else submit_key
         return [StaticQueue((w for queue in groups.values() for w in queue), key)]
 
@@ -260,12 +256,14 @@ class _Pass:
         afresh: nothing blocked, nothing reserved, nothing known not to fit."""
         started = {start.workload_id for start in self.starts}
         groups = still_pending(self.groups, self.started_groups, self.requeued.values(), started)
+        back = [workload for workload in self.requeued.values() if workload.id not in started]
+        kinds = kinds_after(self.kinds, chain.from_iterable(self.started_groups.values()), back)
         self.blocked = []
         self.reserver.release()
         self.capacity.forget_no_fit()
         self.preemptor.no_preempt.clear()
         self.changes.freed()
-        return self._make_queues(groups)
+        return self._make_queues(groups, kinds)
 
     def consider(self, workload: PendingWorkload) -> bool:
         """Start ``workload`` (possibly by preempting) or record why it waits; True if it started."""

@@ -8,21 +8,16 @@ was charged. ``StaticQueue`` serves the "priority" and "fifo" orderings, which n
 
 from __future__ import annotations
 
-import math
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from heapq import heapify, heappop, heappush
 from itertools import chain
-from operator import attrgetter
 
+from scheduling.policy.grouping import Kinds
 from scheduling.policy.ranking import ROOT, FairTree
 from scheduling.policy.types import AllocationPath, PendingWorkload
 
 SortKey = Callable[[PendingWorkload], tuple]
-SUBMIT_ORDER = attrgetter("submitted_at", "id")
-# (allocation, user) -> queued workloads in (submitted_at, id) order; held workloads in that order
-Grouped = tuple[dict[tuple[AllocationPath, str], list[PendingWorkload]], list[PendingWorkload]]
 
 
 def submit_key(workload: PendingWorkload) -> tuple[float, int]:
@@ -37,48 +32,6 @@ def _insert_in_order(queue: deque[PendingWorkload], workload: PendingWorkload, k
     wanted = key(workload)
     position = next((i for i, queued in enumerate(queue) if key(queued) > wanted), len(queue))
     queue.insert(position, workload)
-
-
-def group_pending(pending: Sequence[PendingWorkload]) -> Grouped:
-    """One pass: (allocation, user) -> queued workloads in submit order, and the held ones."""
-    grouped: dict[tuple[AllocationPath, str], list[PendingWorkload]] = {}
-    held: list[PendingWorkload] = []
-    # Checked in the same loop: the workloads lie in memory in creation order, not submit order,
-    # so a second walk over them would wait on memory about as long as this one.
-    in_order, last = True, -math.inf
-    for workload in pending:
-        submitted = workload.submitted_at
-        if not last < submitted:  # ties too: only the id could order them
-            in_order = False
-        last = submitted
-        if workload.held:
-            held.append(workload)
-            continue
-        key = (workload.allocation, workload.user)
-        queue = grouped.get(key)
-        if queue is None:
-            grouped[key] = [workload]
-        else:
-            queue.append(workload)
-    if not in_order:  # else grouping kept (submitted_at, id)
-        for queue in grouped.values():
-            queue.sort(key=SUBMIT_ORDER)
-        held.sort(key=SUBMIT_ORDER)
-    return grouped, held
-
-
-def swap_grouped(grouped: Grouped, old: PendingWorkload, new: PendingWorkload) -> Grouped:
-    """``group_pending``'s result with queued ``old`` replaced by ``new`` (same id and submit time,
-    perhaps another allocation), without regrouping everything; every list is a fresh copy."""
-    groups = {key: list(queue) for key, queue in grouped[0].items()}
-    key = (old.allocation, old.user)
-    queue = groups[key]
-    del queue[next(at for at, workload in enumerate(queue) if workload is old)]
-    if not queue:
-        del groups[key]
-    queue = groups.setdefault((new.allocation, new.user), [])
-    queue.insert(bisect_left(queue, SUBMIT_ORDER(new), key=SUBMIT_ORDER), new)
-    return groups, list(grouped[1])
 
 
 # allocation -> user -> that user's queue. A user's queue stays the caller's list (never changed
@@ -108,15 +61,22 @@ class FairShareQueue:
     """Pending workloads grouped per (allocation, user), served in live Fair Tree order."""
 
     def __init__(
-        self, tree: FairTree, groups: dict[tuple[AllocationPath, str], list[PendingWorkload]]
+        self,
+        tree: FairTree,
+        groups: dict[tuple[AllocationPath, str], list[PendingWorkload]],
+        kinds: Kinds | None = None,
     ) -> None:
-        """``groups``: (allocation, user) -> workloads in (submitted_at, id) order (see ``group_pending``)."""
-        self._start(tree, *_by_allocation(groups))
+        """``groups``: (allocation, user) -> workloads in (submitted_at, id) order; ``kinds``: the
+        same workloads by kind, or None if not known (see ``group_pending``)."""
+        self._start(tree, *_by_allocation(groups), kinds)
         self.funded: bool | None = None  # its allocations: funded ones only, unfunded only, or any
 
     @classmethod
     def funded_and_unfunded(
-        cls, tree: FairTree, groups: dict[tuple[AllocationPath, str], list[PendingWorkload]]
+        cls,
+        tree: FairTree,
+        groups: dict[tuple[AllocationPath, str], list[PendingWorkload]],
+        kinds: Kinds | None = None,
     ) -> list[FairShareQueue]:
         """``[FairShareQueue(tree, funded groups), FairShareQueue(tree, the other groups)]``, from
         one walk over ``groups`` (a pass builds both, once per walk)."""
@@ -128,14 +88,22 @@ class FairShareQueue:
         queues = []
         for side, funded_side in zip(sides, (True, False), strict=True):
             queue = cls.__new__(cls)
-            queue._start(tree, side, queued)
+            queue._start(tree, side, queued, kinds)
             queue.funded = funded_side
             queues.append(queue)
         return queues
 
-    def _start(self, tree: FairTree, by_allocation: _ByAllocation, queued: dict[AllocationPath, int]) -> None:
-        """Serve ``by_allocation``; ``queued``: allocation -> its workloads (for at least those)."""
+    def _start(
+        self,
+        tree: FairTree,
+        by_allocation: _ByAllocation,
+        queued: dict[AllocationPath, int],
+        kinds: Kinds | None,
+    ) -> None:
+        """Serve ``by_allocation``; ``queued``: allocation -> its workloads, ``kinds``: them by kind
+        (for at least those allocations; None: not known)."""
         self.tree = tree
+        self.kinds = kinds  # until the queue changes (``alike``)
         self.counts: dict[AllocationPath, int]
         self.by_allocation, self.counts = by_allocation, {}
         for allocation in by_allocation:
@@ -171,6 +139,8 @@ class FairShareQueue:
         assert self.current is not None  # set by head, which the caller called first
         allocation, user, queue = self.current
         self._count(allocation, -count)
+        if count:
+            self.kinds = None
         if not queue:
             del self.by_allocation[allocation][user]
             self.current = None
@@ -221,6 +191,7 @@ class FairShareQueue:
                 counts[node] -= count
             counts[ROOT] -= count
             taken += count
+            self.kinds = None
             if self.current is not None or taken >= enough:
                 return taken
 
@@ -240,6 +211,7 @@ class FairShareQueue:
         elif type(queue) is not deque:
             queue = users[workload.user] = deque(queue)
         _insert_in_order(queue, workload, submit_key)
+        self.kinds = None
         self._count(workload.allocation, 1)
         self.path.clear()  # a subtree passed over for being empty may be the best one now
         state = self.user_heaps.get(workload.allocation)
@@ -322,6 +294,18 @@ class FairShareQueue:
         """What is still queued, in no particular order (cheaper than ``remaining``)."""
         return chain.from_iterable(map(chain.from_iterable, map(dict.values, self.by_allocation.values())))
 
+    def alike(self) -> list[PendingWorkload] | None:
+        """One queued workload of each (allocation, kind) (``grouping.KIND``), or None when not known: the
+        kinds were not handed in, or the walk has taken from the queue or put a victim back."""
+        kinds = self.kinds
+        if kinds is None:
+            return None
+        return [
+            next(iter(of_kind.values()))
+            for allocation in self.by_allocation
+            for of_kind in kinds[allocation].values()
+        ]
+
     def remaining_groups(self) -> Iterator[tuple[AllocationPath, Sequence[PendingWorkload]]]:
         """(allocation, queued workloads of one user) in the current Fair Tree order (read only)."""
         for allocation in self.tree.ordered(a for a, users in self.by_allocation.items() if users):
@@ -367,6 +351,9 @@ class StaticQueue:
 
     def queued(self) -> Iterator[PendingWorkload]:
         return iter(self.items)
+
+    def alike(self) -> None:
+        return None  # read ``queued``
 
     def remaining_groups(self) -> Iterator[tuple[AllocationPath, list[PendingWorkload]]]:
         for workload in list(self.items):

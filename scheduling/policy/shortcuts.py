@@ -62,15 +62,19 @@ class Shortcuts:
         """No workload queued here can start on free GPUs (unreserved, or reserved ones it may
         backfill) or make a reservation. Limits are ignored (they only stop work from starting).
 
-        Read in queue order and left at the first workload that could start: each distinct shape
-        is placed once (``_ShapeFits``); only a shape that fits somewhere but not for everyone
-        needs the workload itself (is it short work? may it backfill reserved GPUs?). As in the
-        walk's ``consider``: a shape that fits unreserved GPUs is placed there, so if the lane
-        holds the workload back it waits, whether or not reserved GPUs would take it."""
+        Workloads of one allocation and kind get the same answer (``grouping.KIND``), so where the
+        queue knows one of each (``alike``) only those are read, else every queued workload. Left
+        at the first that could start: each distinct shape is placed once (``_ShapeFits``); only
+        a shape that fits somewhere but not for everyone needs the workload itself (is it short
+        work? may it backfill reserved GPUs?). As in the walk's ``consider``: a shape that fits
+        unreserved GPUs is placed there, so if the lane holds the workload back it waits,
+        whether or not reserved GPUs would take it."""
         if self.reserver.may_still_reserve(queue):
             return False
+        alike = queue.alike()
+        read = queue.queued if alike is None else alike.__iter__
         fits, config = _ShapeFits(self._shape_fits), self.capacity.config
-        for workload in compress(queue.queued(), map(fits.__getitem__, map(_SHAPE, queue.queued()))):
+        for workload in compress(read(), map(fits.__getitem__, map(_SHAPE, read()))):
             where = fits[_SHAPE(workload)]
             if where == _FITS_FREE:
                 return False

@@ -19,8 +19,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from scheduling.policy.grouping import SUBMIT_ORDER
 from scheduling.policy.outcome_keys import NoCapacity, OutcomeKey
-from scheduling.policy.queues import SUBMIT_ORDER
 from scheduling.policy.rules import INFINITE, backfill_test, cannot_delay, is_short
 from scheduling.policy.types import AllocationPath, PendingWorkload, PolicyConfig
 

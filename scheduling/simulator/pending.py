@@ -6,7 +6,9 @@ few arrived or started since the last one. :class:`PendingGroups` keeps exactly 
 
 - (allocation, user) -> that user's queued workloads in (submitted_at, id) order, the keys in order
   of their first workload in the pending order (dict order can reach the policy's tie-breaks);
-- the held workloads, in (submitted_at, id) order.
+- the held workloads, in (submitted_at, id) order;
+- the queued workloads by allocation and kind (``queues.KIND``), so the walk's shortcuts read one
+  workload of each kind instead of the whole queue.
 
 The pass reads these lists and never changes them (``plan_grouped``'s contract, which
 ``tests/simulator/test_pending.py`` checks pass by pass), so they are handed over without a copy.
@@ -17,7 +19,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 
 from scheduling.policy import PendingWorkload
-from scheduling.policy.queues import SUBMIT_ORDER, Grouped
+from scheduling.policy.grouping import SUBMIT_ORDER, Grouped, Kinds, add_kind, remove_kind
 
 
 class PendingGroups:
@@ -26,6 +28,7 @@ class PendingGroups:
     def __init__(self) -> None:
         self.groups: dict[tuple[str, str], list[PendingWorkload]] = {}
         self.held: list[PendingWorkload] = []
+        self.kinds: Kinds = {}
         self._queued = 0  # workloads queued so far: each one's place in the pending order
         self._place: dict[int, int] = {}  # workload id -> its place in the pending order
         self._first: dict[tuple[str, str], int] = {}  # key -> the place of its first workload
@@ -38,6 +41,7 @@ class PendingGroups:
         if workload.held:
             insort(self.held, workload, key=SUBMIT_ORDER)
             return
+        add_kind(self.kinds, workload)
         key = (workload.allocation, workload.user)
         queue = self.groups.get(key)
         if queue is None:  # it comes last in the pending order, so its key does too
@@ -57,6 +61,7 @@ class PendingGroups:
         key = (workload.allocation, workload.user)
         queue = self.groups[key]
         _delete(queue, workload)
+        remove_kind(self.kinds, workload)
         if not queue:  # the other keys keep their order
             del self.groups[key], self._first[key]
         elif self._first[key] == place:  # the key now appears later in the pending order
@@ -71,7 +76,7 @@ class PendingGroups:
             self._reorder = False
             groups, first = self.groups, self._first
             self.groups = {key: groups[key] for key in sorted(groups, key=first.__getitem__)}
-        return self.groups, self.held
+        return self.groups, self.held, self.kinds
 
 
 def _delete(queue: list[PendingWorkload], workload: PendingWorkload) -> None:

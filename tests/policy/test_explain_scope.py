@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from benchmarks import policy_pass
 from scheduling.policy import PolicyConfig, plan
+from scheduling.policy.grouping import group_pending
 from scheduling.policy.planner import plan_grouped
-from scheduling.policy.queues import group_pending
 from scheduling.policy.replay import after_plan
 from scheduling.simulator import run_simulation
 from scheduling.simulator.scenario import Ai2Parameters, ai2_scenario

@@ -8,17 +8,17 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from scheduling.policy import PolicyConfig, plan
+from scheduling.policy.grouping import SUBMIT_ORDER, group_pending, swap_grouped
 from scheduling.policy.options import _variants
 from scheduling.policy.planner import plan_grouped
-from scheduling.policy.queues import SUBMIT_ORDER, group_pending, swap_grouped
 from tests.policy.test_properties import NOW, SETTINGS, snapshots
 
 
 @given(snapshots())
 @SETTINGS
 def test_grouping_gives_the_same_submit_ordered_queues_whether_or_not_the_input_is_sorted(state):
-    shuffled, _ = group_pending(state.pending)
-    ordered, _ = group_pending(tuple(sorted(state.pending, key=SUBMIT_ORDER)))
+    shuffled, *_ = group_pending(state.pending)
+    ordered, *_ = group_pending(tuple(sorted(state.pending, key=SUBMIT_ORDER)))
     assert shuffled == ordered
     for queue in ordered.values():
         assert queue == sorted(queue, key=SUBMIT_ORDER)

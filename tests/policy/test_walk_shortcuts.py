@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduling.policy import PolicyConfig, plan
+from scheduling.policy.queues import FairShareQueue
 from scheduling.policy.shortcuts import Shortcuts
 from scheduling.policy.types import GOODPUT
 from tests.policy.test_properties import NOW, SETTINGS, assert_reached_often, reached, snapshots
@@ -74,3 +75,34 @@ def test_a_plan_made_with_the_shortcuts_is_the_plan_made_by_trying_every_workloa
 
     check()
     assert_reached_often(counts, "a queue left early")
+
+
+def test_reading_one_workload_of_each_kind_answers_as_reading_the_whole_queue():
+    """The shortcuts read one queued workload per allocation and kind (``queues.KIND``) where the
+    queue knows them: every answer is the one reading every queued workload gives."""
+    counts = Counter()
+
+    @given(long_queues(), st.sampled_from(sorted(CONFIGS)))
+    @SETTINGS
+    def check(state, name):  # noqa: ANN001, ANN202
+        config = CONFIGS[name]
+
+        by_kind = []  # (answer, read by kind?) per question
+
+        def answers(alike):  # noqa: ANN001, ANN202
+            given_answers, real = [], Shortcuts.nothing_to_try
+
+            def spy(self, queue):  # noqa: ANN001, ANN202
+                given_answers.append(real(self, queue))
+                by_kind.append((given_answers[-1], queue.alike() is not None))
+                return given_answers[-1]
+
+            with mock.patch.object(Shortcuts, "nothing_to_try", spy), \
+                 mock.patch.object(FairShareQueue, "alike", alike):  # fmt: skip
+                return given_answers, _decisions(state, config)
+
+        assert answers(FairShareQueue.alike) == answers(lambda _self: None)
+        reached(counts, "a queue left by its kinds", (True, True) in by_kind)
+
+    check()
+    assert_reached_often(counts, "a queue left by its kinds")

@@ -16,8 +16,8 @@ import pytest
 
 from benchmarks import policy_pass
 from scheduling.policy import PendingWorkload, plan
+from scheduling.policy.grouping import group_pending
 from scheduling.policy.planner import plan_grouped
-from scheduling.policy.queues import group_pending
 from scheduling.simulator import POLICIES, run_simulation
 from scheduling.simulator import engine as engine_module
 from scheduling.simulator.pending import PendingGroups
@@ -38,8 +38,16 @@ def _workload(id: int, user: str, submitted_at: float, *, allocation: str = "lab
 
 def _grouping(grouped):
     """Everything of a ``Grouped`` that the policy may read, in order."""
-    groups, held = grouped
-    return [(key, [workload.id for workload in queue]) for key, queue in groups.items()], [w.id for w in held]
+    groups, held, kinds = grouped
+    by_kind = {
+        allocation: {kind: sorted(of_kind) for kind, of_kind in by_kind.items()}
+        for allocation, by_kind in kinds.items()
+    }
+    return (
+        [(key, [workload.id for workload in queue]) for key, queue in groups.items()],
+        [w.id for w in held],
+        by_kind,
+    )
 
 
 def test_a_key_moves_back_when_its_first_queued_workload_leaves():
@@ -151,7 +159,7 @@ def test_a_pass_never_changes_the_grouping_it_is_given(explain):
     state = policy_pass.build_snapshot(400, 12, seed=3)
     for config in (*POLICIES.values(), replace(POLICIES["fairshare"], settle=False)):
         grouped = group_pending(state.pending)
-        before = _grouping(grouped), list(map(id, grouped[0].values()))
+        before = _grouping(grouped), list(map(id, grouped[0].values()))  # kinds compared by content
         wanted = frozenset({state.pending[7].id}) if explain == "one" else explain
         result = plan_grouped(state, 1_000_000.0, config, grouped, explain=wanted)
 
