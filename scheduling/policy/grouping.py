@@ -27,14 +27,14 @@ Grouped = tuple[dict[tuple[AllocationPath, str], list[PendingWorkload]], list[Pe
 
 def add_kind(kinds: Kinds, workload: PendingWorkload) -> None:
     """File queued ``workload`` in ``kinds`` under its allocation and kind."""
+    kind = KIND(workload)
     by_kind = kinds.get(workload.allocation)
     if by_kind is None:
-        by_kind = kinds[workload.allocation] = {}
-    of_kind = by_kind.get(KIND(workload))
-    if of_kind is None:
-        by_kind[KIND(workload)] = {workload.id: workload}
+        kinds[workload.allocation] = {kind: {workload.id: workload}}
+    elif kind in by_kind:
+        by_kind[kind][workload.id] = workload
     else:
-        of_kind[workload.id] = workload
+        by_kind[kind] = {workload.id: workload}
 
 
 def remove_kind(kinds: Kinds, workload: PendingWorkload) -> None:

@@ -7,7 +7,7 @@ few arrived or started since the last one. :class:`PendingGroups` keeps exactly 
 - (allocation, user) -> that user's queued workloads in (submitted_at, id) order, the keys in order
   of their first workload in the pending order (dict order can reach the policy's tie-breaks);
 - the held workloads, in (submitted_at, id) order;
-- the queued workloads by allocation and kind (``queues.KIND``), so the walk's shortcuts read one
+- the queued workloads by allocation and kind (``grouping.KIND``), so the walk's shortcuts read one
   workload of each kind instead of the whole queue.
 
 The pass reads these lists and never changes them (``plan_grouped``'s contract, which

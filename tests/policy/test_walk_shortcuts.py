@@ -78,7 +78,7 @@ def test_a_plan_made_with_the_shortcuts_is_the_plan_made_by_trying_every_workloa
 
 
 def test_reading_one_workload_of_each_kind_answers_as_reading_the_whole_queue():
-    """The shortcuts read one queued workload per allocation and kind (``queues.KIND``) where the
+    """The shortcuts read one queued workload per allocation and kind (``grouping.KIND``) where the
     queue knows them: every answer is the one reading every queued workload gives."""
     counts = Counter()
 
