@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from operator import attrgetter
 
 from scheduling.policy.types import AllocationPath, PendingWorkload, WorkloadId
@@ -96,27 +97,22 @@ def swap_grouped(grouped: Grouped, old: PendingWorkload, new: PendingWorkload) -
 
 def kinds_after(kinds: Kinds, gone: Iterable[PendingWorkload], back: Iterable[PendingWorkload]) -> Kinds:
     """``kinds`` less ``gone`` (those of them it files: a workload started from elsewhere is not
-    there) plus ``back``. ``kinds`` is not changed: only the entries that change are copies."""
+    there) plus ``back``. ``kinds`` is not changed: the entries that change are copies."""
+    gone = [
+        workload
+        for workload in gone
+        if workload.id in kinds.get(workload.allocation, {}).get(KIND(workload), {})
+    ]
+    back = list(back)
+    touched = {(workload.allocation, KIND(workload)) for workload in chain(gone, back)}
     kinds = dict(kinds)
-    allocations: set[AllocationPath] = set()  # whose entry is a copy by now
-    copied: set[tuple[AllocationPath, tuple]] = set()  # (allocation, kind) whose entry is a copy
-
-    def own(allocation: AllocationPath, kind: tuple) -> None:
-        if allocation not in allocations:
-            allocations.add(allocation)
-            if allocation in kinds:
-                kinds[allocation] = dict(kinds[allocation])
-        by_kind = kinds.get(allocation)
-        if by_kind is not None and (allocation, kind) not in copied:
-            copied.add((allocation, kind))
-            if kind in by_kind:
-                by_kind[kind] = dict(by_kind[kind])
-
+    for allocation in {allocation for allocation, _ in touched}:
+        kinds[allocation] = dict(kinds.get(allocation, {}))
+    for allocation, kind in touched:
+        if kind in kinds[allocation]:
+            kinds[allocation][kind] = dict(kinds[allocation][kind])
     for workload in gone:
-        if workload.id in kinds.get(workload.allocation, {}).get(KIND(workload), {}):
-            own(workload.allocation, KIND(workload))
-            remove_kind(kinds, workload)
+        remove_kind(kinds, workload)
     for workload in back:
-        own(workload.allocation, KIND(workload))
         add_kind(kinds, workload)
     return kinds
