@@ -49,7 +49,8 @@ class Cluster(models.Model):
         default=GOODPUT["max_loss_per_gpu_s"],
         validators=[MinValueValidator(0.0)],
         help_text="A resumable victim may lose at most this many seconds of each GPU's work since its "
-        "last checkpoint; one further from its checkpoint is left to save first (empty: any).",
+        "last checkpoint, and only to serve an allocation under its share; one further from its "
+        "checkpoint is left to save first (empty: any loss, for any allocation).",
     )
     drain_release = models.BooleanField(
         default=GOODPUT["drain_release"],

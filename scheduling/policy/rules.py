@@ -87,16 +87,29 @@ def ends_work_allowed(preemptor_ratio: float, config: PolicyConfig) -> bool:
     return config.end_work_margin <= 0 or preemptor_ratio <= 1.0 - config.end_work_margin
 
 
-def acceptable_loss(victim: RunningWorkload, now: float, config: PolicyConfig, may_end: bool) -> bool:
+def loses_work_allowed(preemptor_ratio: float) -> bool:
+    """May a rebalancing preemption throw away work a resumable victim did since its last
+    checkpoint? Only for an allocation under its share (usage/budget ratio below 1): one at or
+    over its share is owed nothing more, so work lost to serve it buys nothing."""
+    return preemptor_ratio < 1.0
+
+
+def acceptable_loss(
+    victim: RunningWorkload, now: float, config: PolicyConfig, may_end: bool, may_lose: bool
+) -> bool:
     """May rebalancing preempt funded ``victim``, judged by the work it would throw away? Work
-    that is not resumable only when ending it is allowed (``may_end``: ``ends_work_allowed``);
-    resumable work only when it lost at most ``config.max_loss_per_gpu_s`` seconds of each GPU's
-    work since its last checkpoint (``work_lost``; None: any), so a victim about to checkpoint is
-    left to do it and taken after."""
+    that is not resumable only when ending it is allowed (``may_end``: ``ends_work_allowed``).
+    Resumable work that loses nothing (``work_lost``) always; otherwise only when losing work is
+    allowed (``may_lose``: ``loses_work_allowed``) and it lost at most
+    ``config.max_loss_per_gpu_s`` seconds of each GPU's work since its last checkpoint, so a
+    victim about to checkpoint is left to do it and taken after (None: any loss, always)."""
     if not victim.resumable:
         return may_end
     limit = config.max_loss_per_gpu_s
-    return limit is None or work_lost(victim, now, config)[0] <= limit * victim.gpus
+    if limit is None:
+        return True
+    lost = work_lost(victim, now, config)[0]
+    return lost <= 0 or (may_lose and lost <= limit * victim.gpus)
 
 
 def clear_gap(victim_ratio: float, preemptor_ratio: float, config: PolicyConfig) -> bool:

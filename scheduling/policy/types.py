@@ -152,7 +152,7 @@ GOODPUT: Mapping[str, Any] = {
     "goodput_victims": True,
     "end_work_margin": 1.0,  # funded work that is not resumable ends only for an unused allocation
     "rebalance_hysteresis": 0.25,
-    "max_loss_per_gpu_s": 60.0,  # resumable victims: at most a minute of work since their checkpoint
+    "max_loss_per_gpu_s": 180.0,  # resumable victims: at most 3 minutes of work since their checkpoint
     "short_lane_fraction": 0.01,
     "drain_release": False,  # funded work is no longer sure to be preempted when protection ends
 }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from scheduling.policy.capacity import Capacity
 from scheduling.policy.changes import Changes
@@ -18,6 +18,7 @@ from scheduling.policy.rules import (
     ends_work_allowed,
     goodput_victim_key,
     is_protected,
+    loses_work_allowed,
     work_lost,
 )
 from scheduling.policy.standing import Standing
@@ -225,10 +226,11 @@ class VictimOrders:
         }
         peers = self.peers(order)
         if peers:
-            if verdict is True:
+            within = self._verdict(order, peer=True)
+            if within is True:
                 allowed[preemptor] = lambda victim: victim.user in peers
             else:
-                allowed[preemptor] = lambda victim: victim.user in peers and victim.resumable
+                allowed[preemptor] = lambda victim: victim.user in peers and within(victim)
         return allowed
 
     def takes_from(self, order: _Order, allocation: str) -> bool:
@@ -245,18 +247,23 @@ class VictimOrders:
             return True
         return clear_gap(self.ratio(allocation), self.ratio(preemptor), self.config)
 
-    def _verdict(self, order: _Order) -> Callable[[RunningWorkload], bool] | bool:
-        """What may be taken from an allowed funded allocation: all of its candidates, or only the
-        work whose loss is acceptable (``rules.acceptable_loss``): ending work needs a clearer
-        margin than the preemptor may have (``rules.ends_work_allowed``)."""
+    def _verdict(
+        self, order: _Order, peer: bool = False
+    ) -> Callable[[RunningWorkload], bool] | Literal[True]:
+        """What may be taken from an allowed funded allocation (``peer``: from the other users of
+        the preemptor's own): all of its candidates, or only the work whose loss is acceptable
+        (``rules.acceptable_loss``): ending work needs a clearer margin than the preemptor may
+        have (``rules.ends_work_allowed``), and never a peer's; losing work since a checkpoint
+        needs the preemptor under its share (``rules.loses_work_allowed``)."""
         config = self.config
         if config.end_work_margin <= 0 and config.max_loss_per_gpu_s is None:
             return True
-        may_end = ends_work_allowed(self.ratio(order.workload.allocation), config)
+        ratio = self.ratio(order.workload.allocation)
+        may_end = ends_work_allowed(ratio, config)
         if may_end and config.max_loss_per_gpu_s is None:
             return True
-        now = self.now
-        return lambda victim: acceptable_loss(victim, now, config, may_end)
+        now, may_end, may_lose = self.now, may_end and not peer, loses_work_allowed(ratio)
+        return lambda victim: acceptable_loss(victim, now, config, may_end, may_lose)
 
     def charged(self, order: _Order) -> dict[str, float]:
         """The preemptor's chain as charging ``order``'s workload would leave it (made once)."""

@@ -53,11 +53,74 @@ def test_the_victim_that_just_checkpointed_goes_first():
 
 
 def test_a_victim_far_from_its_checkpoint_is_left_to_save_its_work_first():
-    # At most a minute per GPU may be lost: 30 s later job 11 is 90 s past its checkpoint and
-    # 12 is 29.5 minutes past its own: neither is taken; 30 s after that, 12 has checkpointed.
+    # At most 3 minutes per GPU may be lost. 12 checkpoints at NOW + 1 min, 11 at NOW + 29 min.
+    # At NOW + 10 min job 11 is 11 minutes past its checkpoint and 12 is 9: neither is taken
+    # (with any loss acceptable, 12 is); at NOW + 3 min 12 is 2 minutes past its own: taken.
+    assert ON.max_loss_per_gpu_s == 3 * MINUTE
     assert preempted(ON, checkpointing()) == [11]
-    assert preempted(ON, checkpointing(), NOW + 30.0) == []
-    assert preempted(ON, checkpointing(), NOW + MINUTE) == [12]
+    assert preempted(ON, checkpointing(), NOW + 10 * MINUTE) == []
+    assert preempted(replace(ON, max_loss_per_gpu_s=None), checkpointing(), NOW + 10 * MINUTE) == [12]
+    assert preempted(ON, checkpointing(), NOW + 3 * MINUTE) == [12]
+
+
+def over_its_share(minutes_past_checkpoint: float):
+    """Three equal allocations: org/a has used 40% of the window's usage (1.2 times its share),
+    org/b 60% (1.8 times), org/c nothing. b's resumable job 51 checkpoints every 30 minutes."""
+    return snapshot(
+        tree(("org", None, 90), ("org/a", "org", 30), ("org/b", "org", 30), ("org/c", "org", 30)),
+        nodes(1),
+        run=[
+            running(
+                51,
+                "org/b",
+                {"n0": 8},
+                started_at=NOW - HOUR - minutes_past_checkpoint * MINUTE,
+                checkpoint_interval_s=1800.0,
+            )
+        ],
+        queue=[pending(1, "org/a", 8)],
+        usage={"org/a": 4e8, "org/b": 6e8},
+    )
+
+
+def test_only_an_allocation_under_its_share_makes_a_victim_lose_work():
+    # b is 1.5 times further over its share than a, so a may take b's node: at b's checkpoint,
+    # losing nothing; 2 minutes past it (within the limit), not for a, which is over its own
+    # share and owed nothing more; without the rule (any loss), it would.
+    assert preempted(ON, over_its_share(0)) == [51]
+    assert preempted(ON, over_its_share(2)) == []
+    assert preempted(replace(ON, max_loss_per_gpu_s=None), over_its_share(2)) == [51]
+    # a under its share (a tenth of b's usage) may make it lose those 2 minutes
+    assert preempted(ON, replace(over_its_share(2), usage={"org/a": 6e7, "org/b": 6e8})) == [51]
+
+
+def test_a_peer_far_from_its_checkpoint_is_left_to_save_its_work_first_too():
+    # Within one allocation: bob has used far more than alice, so alice's job may take his node.
+    # His resumable job 41 checkpoints every 30 minutes and is 29 minutes past its last one:
+    # taken at once only when any loss is acceptable; with the rule, a minute later, when it
+    # has just checkpointed. His job 42 is not resumable: a peer's work is never ended for her.
+    def state(resumable: bool):
+        return snapshot(
+            TWO,
+            nodes(1),
+            run=[
+                running(
+                    41 if resumable else 42,
+                    "org/a",
+                    {"n0": 8},
+                    started_at=NOW - 2 * HOUR - 29 * MINUTE,
+                    checkpoint_interval_s=1800.0,
+                    resumable=resumable,
+                )
+            ],
+            queue=[pending(1, "org/a", 8)],
+            user_usage={("org/a", "bob"): 10 * HOUR * 8},
+        )
+
+    assert preempted(replace(ON, max_loss_per_gpu_s=None), state(True)) == [41]
+    assert preempted(ON, state(True)) == []
+    assert preempted(ON, state(True), NOW + MINUTE) == [41]
+    assert preempted(ON, state(False)) == preempted(ON, state(False), NOW + MINUTE) == []
 
 
 def test_an_idle_session_goes_before_a_busy_one():
