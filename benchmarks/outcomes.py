@@ -15,7 +15,8 @@ numbers of issue 17's acceptance and ``wall_s``. Progress goes to stderr.
   ``--from FILE.jsonl`` makes that table from an earlier run's lines without simulating.
 
 Each line: ``trace``, ``policy``, ``days``, ``jobs``, ``gpus``; ``delivered_owed_ratio`` and
-``min_team_delivered_owed_ratio`` (the lowest over allocations with owed > 0), ``teams``,
+``min_team_delivered_owed_ratio`` (the lowest over allocations with owed > 0) and
+``min_team_owed_gpu_hours`` (what that allocation was owed), ``teams``,
 ``teams_at_95pct``; ``jobs_completed``, ``goodput_gpu_hours``, ``assigned_gpu_hours``,
 ``lost_gpu_hours_by_cause``, ``lost_preemption_share`` (GPU-hours lost to preemption over the
 GPU-hours run), ``preemptions``, ``preemptions_per_1000_gpu_hours``, ``resubmissions``;
@@ -138,8 +139,9 @@ def outcome(case: str, policy: str, summary: dict, wall_s: float) -> dict[str, o
     """The line printed for one run: the summary's headline numbers and what is derived from them."""
     line: dict[str, object] = {"trace": case, "policy": policy}
     line.update({key: summary.get(key) for key in SUMMARY_KEYS})
-    ratios = [row["delivered_owed_ratio"] for row in summary.get("per_team", [])]
-    line["min_team_delivered_owed_ratio"] = min(ratios) if ratios else None
+    lowest = min(summary.get("per_team", []), key=_ratio, default=None)
+    line["min_team_delivered_owed_ratio"] = None if lowest is None else lowest["delivered_owed_ratio"]
+    line["min_team_owed_gpu_hours"] = None if lowest is None else lowest["owed_gpu_hours"]
     lost = summary.get("lost_gpu_hours_by_cause") or {}
     assigned = summary.get("assigned_gpu_hours") or 0.0
     line["lost_preemption_share"] = round(lost.get("preemption", 0.0) / assigned, 4) if assigned else None
@@ -150,6 +152,10 @@ def outcome(case: str, policy: str, summary: dict, wall_s: float) -> dict[str, o
     )
     line["wall_s"] = round(wall_s, 2)
     return line
+
+
+def _ratio(team: dict) -> float:
+    return team["delivered_owed_ratio"]
 
 
 def widest_band(by_size: dict[str, dict]) -> str | None:
@@ -249,7 +255,7 @@ def against_baselines(lines: Sequence[dict], policy: str = "fairshare") -> str:
             continue
         cells = [
             _fixed(line.get("delivered_owed_ratio"), 2),
-            _fixed(line.get("min_team_delivered_owed_ratio"), 2),
+            _lowest_team(line),
             _count(line.get("funded_debug_interactive_wait_p90_s")),
             _share_of_best(line, others, "jobs_completed"),
             _share_of_best(line, others, "goodput_gpu_hours"),
@@ -259,6 +265,17 @@ def against_baselines(lines: Sequence[dict], policy: str = "fairshare") -> str:
         ]
         rows.append(f"| {trace} | " + " | ".join(cells) + " |\n")
     return "".join(rows)
+
+
+def _lowest_team(line: dict) -> str:
+    """The lowest team's delivered/owed, with what it was owed: a team owed a few GPU-hours is
+    decided by a handful of its jobs' waits."""
+    ratio = _fixed(line.get("min_team_delivered_owed_ratio"), 2)
+    owed = line.get("min_team_owed_gpu_hours")
+    if not isinstance(owed, int | float):
+        return ratio
+    digits = 2 if owed < 1 else 1 if owed < 100 else 0
+    return f"{ratio} (owed {owed:,.{digits}f} GPU-h)"
 
 
 def _share_of_best(line: dict, others: Sequence[dict], key: str) -> str:

@@ -122,3 +122,18 @@ def test_fair_share_is_held_against_the_best_baseline_on_each_measure():
     (row,) = outcomes.against_baselines(lines).splitlines()[2:]
 
     assert row == "| t | 1.00 | 0.50 | 12 | 0.90 (fifo) | 0.62 (easy) | 12.3% | 3.00 (64+) | 0.900 |"
+
+
+def test_the_lowest_team_comes_with_what_it_was_owed():
+    summary = {
+        "per_team": [
+            {"allocation": "lab/a", "owed_gpu_hours": 1200.0, "delivered_owed_ratio": 1.02},
+            {"allocation": "lab/b", "owed_gpu_hours": 2.58, "delivered_owed_ratio": 0.32},
+        ]
+    }
+    line = outcomes.outcome("t", "fairshare", summary, 1.0)
+    assert (line["min_team_delivered_owed_ratio"], line["min_team_owed_gpu_hours"]) == (0.32, 2.58)
+
+    lines = [{**_line("fairshare"), **line}, _line("fifo")]
+    (row,) = outcomes.against_baselines(lines).splitlines()[2:]
+    assert row.split(" | ")[2] == "0.32 (owed 2.6 GPU-h)"
