@@ -34,6 +34,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from pathlib import Path
 from typing import TextIO
 
@@ -139,7 +140,7 @@ def outcome(case: str, policy: str, summary: dict, wall_s: float) -> dict[str, o
     """The line printed for one run: the summary's headline numbers and what is derived from them."""
     line: dict[str, object] = {"trace": case, "policy": policy}
     line.update({key: summary.get(key) for key in SUMMARY_KEYS})
-    lowest = min(summary.get("per_team", []), key=_ratio, default=None)
+    lowest = min(summary.get("per_team", []), key=itemgetter("delivered_owed_ratio"), default=None)
     line["min_team_delivered_owed_ratio"] = None if lowest is None else lowest["delivered_owed_ratio"]
     line["min_team_owed_gpu_hours"] = None if lowest is None else lowest["owed_gpu_hours"]
     lost = summary.get("lost_gpu_hours_by_cause") or {}
@@ -152,10 +153,6 @@ def outcome(case: str, policy: str, summary: dict, wall_s: float) -> dict[str, o
     )
     line["wall_s"] = round(wall_s, 2)
     return line
-
-
-def _ratio(team: dict) -> float:
-    return team["delivered_owed_ratio"]
 
 
 def widest_band(by_size: dict[str, dict]) -> str | None:

@@ -262,7 +262,8 @@ class VictimOrders:
         may_end = ends_work_allowed(ratio, config)
         if may_end and config.max_loss_per_gpu_s is None:
             return True
-        now, may_end, may_lose = self.now, may_end and not peer, loses_work_allowed(ratio)
+        now, may_lose = self.now, loses_work_allowed(ratio)
+        may_end = may_end and not peer
         return lambda victim: acceptable_loss(victim, now, config, may_end, may_lose)
 
     def charged(self, order: _Order) -> dict[str, float]:
