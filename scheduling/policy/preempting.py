@@ -10,7 +10,7 @@ from scheduling.policy.node_keys import KeptNeeds
 from scheduling.policy.outcome_keys import Attempt
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preemption import VictimPool, choose_victims
-from scheduling.policy.rules import is_protected
+from scheduling.policy.rules import is_protected, is_short, worth_losing
 from scheduling.policy.types import PendingWorkload, Placement, Preemption, RunningWorkload
 from scheduling.policy.victims import VictimOrders, _Order
 
@@ -50,7 +50,8 @@ class Preemptor:
         """Evict the fewest victims that free a placement for ``workload`` on unreserved nodes, or
         also on reserved ones for work that may backfill them (``Preempted``: it may start); else
         the failed ``Attempt`` (whether protected work stands in the way is judged when explaining)."""
-        memo_key = (shape, workload.allocation, workload.priority, backfill)
+        # (short work may lose more: ``rules.worth_losing``)
+        memo_key = (shape, workload.allocation, workload.priority, backfill, is_short(workload, self.config))
         failed = self.no_preempt.get(memo_key)
         if failed is not None:
             return failed
@@ -70,7 +71,7 @@ class Preemptor:
             elif pool.hopeless(shape, index):
                 continue
             choice = choose_victims(shape, index, pool)
-            if choice is not None:
+            if choice is not None and worth_losing(choice[1], workload, self.now, self.config):
                 placement, victims = choice
                 for victim in victims:
                     self._evict(victim, workload)

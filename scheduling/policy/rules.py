@@ -9,7 +9,7 @@ These are pure functions of their arguments: the pass hands them what they read 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from scheduling.policy.types import PendingWorkload, PolicyConfig, Reservation, RunningWorkload
 
@@ -112,6 +112,22 @@ def acceptable_loss(
     return lost <= 0 or (may_lose and lost <= limit * victim.gpus)
 
 
+def worth_losing(
+    victims: Iterable[RunningWorkload], preemptor: PendingWorkload, now: float, config: PolicyConfig
+) -> bool:
+    """Is a preemption worth the work its victims throw away? Together the funded resumable
+    victims may lose at most ``config.max_loss_per_gpu_s`` seconds of work since their last
+    checkpoints (``work_lost``) for each GPU the preemptor gets, so a one-GPU job does not cost
+    a 32-GPU gang three minutes of work on each of its GPUs (``acceptable_loss`` bounds each
+    victim by its own GPUs). Short work (``is_short``) is exempt: its lane promises a start within
+    seconds. (Work that is not resumable is ``acceptable_loss``'s alone; None: any loss.)"""
+    limit = config.max_loss_per_gpu_s
+    if limit is None or is_short(preemptor, config):
+        return True
+    lost = sum(work_lost(victim, now, config)[0] for victim in victims if victim.funded and victim.resumable)
+    return lost <= limit * preemptor.gpus
+
+
 def clear_gap(victim_ratio: float, preemptor_ratio: float, config: PolicyConfig) -> bool:
     """Hysteresis between funded allocations: a preemptor may take from a funded allocation only
     if that allocation's usage/budget ratio is above its own by the factor
@@ -135,6 +151,12 @@ def is_short(workload: PendingWorkload, config: PolicyConfig) -> bool:
     return workload.workload_class in SHORT_CLASSES or (
         runtime is not None and runtime <= config.short_max_runtime_s
     )
+
+
+def short_work_apart(config: PolicyConfig, lane: int) -> bool:
+    """Does a pass treat short work (``is_short``) apart from other work: a lane of ``lane`` GPUs
+    kept for it, or its exemption from ``worth_losing`` under a loss limit?"""
+    return lane > 0 or config.max_loss_per_gpu_s is not None
 
 
 def short_width(gpus: int, config: PolicyConfig) -> bool:

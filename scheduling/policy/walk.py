@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from scheduling.policy.grouping import SUBMIT_ORDER
 from scheduling.policy.outcome_keys import NoCapacity, OutcomeKey
-from scheduling.policy.rules import INFINITE, backfill_test, cannot_delay, is_short
+from scheduling.policy.rules import INFINITE, backfill_test, cannot_delay, is_short, short_work_apart
 from scheduling.policy.types import AllocationPath, PendingWorkload, PolicyConfig
 
 if TYPE_CHECKING:
@@ -32,8 +32,9 @@ CHECK_AFTER_MISSES = 32  # workloads tried in a row without a start before askin
 
 # What decides how a workload fails while nothing frees up: (GPUs, GPUs per node, GPU type: its
 # shape; allocation: its funding, standing and limits; priority; may it use reserved nodes, as
-# far as the workload decides it: ``rules.backfill_test``; may it use the lane for short work:
-# ``rules.is_short``, False without a lane). A plain tuple: the walk builds one for nearly every
+# far as the workload decides it: ``rules.backfill_test``; is it short work, which has a lane and
+# is exempt from ``rules.worth_losing``: ``rules.is_short``, False where nothing treats short
+# work apart, ``rules.short_work_apart``). A plain tuple: the walk builds one for nearly every
 # pending workload, and a NamedTuple's construction measured 0.38 us more each here (0.45
 # against 0.07 us; ~20 ms in a pass over 50,000 pending, ~110 ms of CPU; benchmarks.policy_pass).
 Signature = tuple[int, int | None, str | None, AllocationPath, int, bool, bool]
@@ -43,12 +44,13 @@ def signature(
     workload: PendingWorkload,
     now: float,
     reservation_start: float,
-    lane: PolicyConfig | None,
+    short: PolicyConfig | None,
     backfills: Callable[[PendingWorkload, float, float], bool] = cannot_delay,
 ) -> Signature:
     """``workload``'s signature while the reserved job starts at ``reservation_start``;
-    ``lane``: the configuration when short work has a lane, else None; ``backfills``: the
-    configuration's ``rules.backfill_test``."""
+    ``short``: the configuration when the pass treats short work apart
+    (``rules.short_work_apart``), else None; ``backfills``: the configuration's
+    ``rules.backfill_test``."""
     return (
         workload.gpus,
         workload.gpus_per_node,
@@ -56,7 +58,7 @@ def signature(
         workload.allocation,
         workload.priority,
         backfills(workload, now, reservation_start),
-        lane is not None and is_short(workload, lane),
+        short is not None and is_short(workload, short),
     )
 
 
@@ -77,9 +79,9 @@ class Walk:
         self.waited = len(planning.blocked)
         # Victims go back into the first walk's queues (``_Pass._requeue``): only it meets them again.
         self.first, self.evicted = queues is planning.queues, len(planning.preemptor.preemptions)
-        lane = planning.config if planning.capacity.lane else None  # see ``signature``
-        backfills = backfill_test(planning.config)
-        self.skip = FastSkip(self.failed, planning.now, self.reservation_start, lane, backfills)
+        config = planning.config
+        short = config if short_work_apart(config, planning.capacity.lane) else None  # see ``signature``
+        self.skip = FastSkip(self.failed, planning.now, self.reservation_start, short, backfill_test(config))
 
     def run(self) -> None:
         for queue in self.queues:
@@ -140,13 +142,13 @@ class Walk:
     def _next_recorded(self, items: deque[PendingWorkload]) -> tuple[int, tuple | None]:
         """Take workloads off ``items``, recording each like one that failed with that one's
         outcome, up to the first one unlike any: (how many were taken, (it, its signature))."""
-        failed, (now, start, lane, backfills) = self.failed, self.skip.context()
+        failed, (now, start, short, backfills) = self.failed, self.skip.context()
         append = self.planning.blocked.append
         taken = 0
         while items:
             workload = items.popleft()
             taken += 1
-            found = signature(workload, now, start, lane, backfills)
+            found = signature(workload, now, start, short, backfills)
             key = failed.get(found)
             if key is None:
                 return taken, (workload, found)
@@ -185,32 +187,32 @@ class FastSkip:
         failed: dict[Signature, OutcomeKey],
         now: float,
         reservation_start: float,
-        lane: PolicyConfig | None,
+        short: PolicyConfig | None,
         backfills: Callable[[PendingWorkload, float, float], bool],
     ) -> None:
-        self.lane, self.backfills = lane, backfills
+        self.short, self.backfills = short, backfills
         self.failed, self.now = failed, now  # the walk's own ``failed``: cleared, never replaced
         self.reservation_start = reservation_start  # kept in step by the walk
 
     def context(self) -> tuple:
-        """What a signature reads besides the workload: (now, reservation start, lane, backfill test)."""
-        return self.now, self.reservation_start, self.lane, self.backfills
+        """What a signature reads besides the workload: (now, reservation start, short, backfill test)."""
+        return self.now, self.reservation_start, self.short, self.backfills
 
     def passed_over(self, workloads: Sequence[PendingWorkload]) -> bool:
         """Is every one of ``workloads`` like one that failed?"""
-        failed, (now, start, lane, backfills) = self.failed, self.context()
+        failed, (now, start, short, backfills) = self.failed, self.context()
         for workload in workloads:  # noqa: SIM110 - a loop, not all() over a generator: the hot path
-            if signature(workload, now, start, lane, backfills) not in failed:
+            if signature(workload, now, start, short, backfills) not in failed:
                 return False
         return True
 
     def leading_hits(self, items: deque[PendingWorkload]) -> tuple[int, tuple | None]:
         """Drop the hits at the front of ``items`` and take the first miss: (how many were taken,
         (the miss, its signature)), or (the hits, None) when all were hits (``items`` emptied)."""
-        failed, (now, start, lane, backfills) = self.failed, self.context()
+        failed, (now, start, short, backfills) = self.failed, self.context()
         hits = 0
         for workload in items:
-            found = signature(workload, now, start, lane, backfills)
+            found = signature(workload, now, start, short, backfills)
             if found not in failed:
                 break
             hits += 1

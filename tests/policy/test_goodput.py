@@ -123,6 +123,37 @@ def test_a_peer_far_from_its_checkpoint_is_left_to_save_its_work_first_too():
     assert preempted(ON, state(False)) == preempted(ON, state(False), NOW + MINUTE) == []
 
 
+def gang_past_its_checkpoint(*waiting):
+    """org/b's resumable 32-GPU gang fills the 4 nodes; it checkpoints every 30 minutes and did
+    2 minutes ago, so each of its GPUs would lose 2 minutes (within the 3-minute limit): 64
+    GPU-minutes in all. org/a, unused, waits with ``waiting``."""
+    gang = running(
+        21,
+        "org/b",
+        {"n0": 8, "n1": 8, "n2": 8, "n3": 8},
+        started_at=NOW - 2 * HOUR - 2 * MINUTE,
+        checkpoint_interval_s=1800.0,
+    )
+    return snapshot(TWO, nodes(4), run=[gang], queue=list(waiting), usage=OVER_SERVED)
+
+
+def test_a_narrow_job_does_not_throw_away_a_gangs_work():
+    # Together the victims may lose 3 minutes for each GPU the preemptor gets: a one-GPU batch
+    # job may cost 3 GPU-minutes, not the gang's 64; a 32-GPU job may cost 96. Short work is
+    # exempt (its lane promises seconds); at the gang's next checkpoint nothing is lost.
+    one_gpu = pending(1, "org/a", 1)
+    assert preempted(ON, gang_past_its_checkpoint(one_gpu)) == []
+    assert preempted(replace(ON, max_loss_per_gpu_s=None), gang_past_its_checkpoint(one_gpu)) == [21]
+    assert preempted(ON, gang_past_its_checkpoint(pending(1, "org/a", 32))) == [21]
+    debug = pending(1, "org/a", 1, workload_class="debug", max_runtime_s=600.0)
+    assert preempted(ON, gang_past_its_checkpoint(debug)) == [21]
+    # the batch job, first in line, fails; the debug job of the same shape still preempts
+    both = plan(gang_past_its_checkpoint(one_gpu, replace(debug, id=2)), NOW, ON, explain=False)
+    assert [p.workload_id for p in both.preemptions] == [21]
+    assert {s.workload_id for s in both.starts} == {1, 2}  # the gang's GPUs go to both
+    assert preempted(ON, gang_past_its_checkpoint(one_gpu), NOW + 28 * MINUTE) == [21]
+
+
 def test_an_idle_session_goes_before_a_busy_one():
     # Two interactive sessions of org/b, past their protection: 21 busy and started an hour ago,
     # 22 idle and started three hours ago (more work to lose, if it were working).
