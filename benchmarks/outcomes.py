@@ -17,7 +17,7 @@ numbers of issue 17's acceptance and ``wall_s``. Progress goes to stderr.
 Each line: ``trace``, ``policy``, ``days``, ``jobs``, ``gpus``; ``delivered_owed_ratio`` and
 ``min_team_delivered_owed_ratio`` (the lowest over allocations with owed > 0) and
 ``min_team_owed_gpu_hours`` (what that allocation was owed), ``teams``,
-``teams_at_95pct``; ``jobs_completed``, ``goodput_gpu_hours``, ``assigned_gpu_hours``,
+``teams_at_95pct``; ``jobs_completed``, ``funded_jobs_completed``, ``goodput_gpu_hours``, ``assigned_gpu_hours``,
 ``lost_gpu_hours_by_cause``, ``lost_preemption_share`` (GPU-hours lost to preemption over the
 GPU-hours run), ``preemptions``, ``preemptions_per_1000_gpu_hours``, ``resubmissions``;
 ``funded_debug_interactive_wait_p90_s``, ``wait_p50_s``, ``wait_p90_s``, ``funded_wait_p50_s``,
@@ -59,6 +59,7 @@ SUMMARY_KEYS = (
     "teams",
     "teams_at_95pct",
     "jobs_completed",
+    "funded_jobs_completed",
     "goodput_gpu_hours",
     "assigned_gpu_hours",
     "lost_gpu_hours_by_cause",
@@ -242,10 +243,11 @@ def against_baselines(lines: Sequence[dict], policy: str = "fairshare") -> str:
         by_trace.setdefault(line["trace"], {})[line["policy"]] = line
     head = (
         "| trace | delivered / owed | lowest team | funded debug+interactive p90 (s) "
-        "| jobs completed / best baseline | goodput / best baseline | lost to preemption / GPU-h run "
+        "| jobs completed / best baseline | funded jobs completed / best baseline "
+        "| goodput / best baseline | lost to preemption / GPU-h run "
         "| widest band's funded p90 / easy's | occupancy when contended |\n"
     )
-    rows = [head, "|---|---|---|---|---|---|---|---|---|\n"]
+    rows = [head, "|---|---|---|---|---|---|---|---|---|---|\n"]
     for trace, runs in by_trace.items():
         line, others = runs.get(policy), [run for name, run in runs.items() if name != policy]
         if line is None or not others:
@@ -255,6 +257,7 @@ def against_baselines(lines: Sequence[dict], policy: str = "fairshare") -> str:
             _lowest_team(line),
             _count(line.get("funded_debug_interactive_wait_p90_s")),
             _share_of_best(line, others, "jobs_completed"),
+            _share_of_best(line, others, "funded_jobs_completed"),
             _share_of_best(line, others, "goodput_gpu_hours"),
             _percent(line.get("lost_preemption_share")),
             _band_against(line, runs.get("easy")),

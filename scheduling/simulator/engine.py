@@ -171,6 +171,7 @@ class Engine:
         # completions and resubmissions inside the measured period; the GPU-seconds of lost work
         # that lie inside it (goodput = GPU-seconds run there minus these)
         self.counters.update({"completions": 0, "resubmissions": 0, "lost_in_period_gpu_s": 0.0})
+        self.counters["funded_completions"] = 0  # of the completions, funded work's
         self.plan_seconds: list[float] = []
         self.now = 0.0
         self.events: list[tuple] = []  # (time, kind, sequence, payload), a heap
@@ -267,7 +268,9 @@ class Engine:
             return  # a stale completion of a run that was preempted or failed
         self.ledger.accrue(self.now)
         self._stop(state)
-        self.counters["completions"] += self._measured()
+        measured = self._measured()
+        self.counters["completions"] += measured
+        self.counters["funded_completions"] += measured if state.funded else 0
         self._end(state, "completed")
 
     def _on_cancel(self, state: JobState) -> None:

@@ -31,6 +31,7 @@ SUMMARY_ROWS = (
     ("node_failure_lost_gpu_hours", "GPU-hours lost to node failures"),
     ("jobs", "jobs"),
     ("jobs_completed", "jobs completed in the period"),
+    ("funded_jobs_completed", "funded jobs completed in the period"),
     ("goodput_gpu_hours", "goodput GPU-hours (completed or kept)"),
     ("preemptions_per_1000_gpu_hours", "preemptions per 1,000 GPU-hours"),
     ("resubmissions", "resubmissions of ended work"),
@@ -43,6 +44,7 @@ SUMMARY_ROWS = (
 # The outcome rows the text table (cli.side_by_side) shows after its own.
 SIDE_BY_SIDE_KEYS = (
     "jobs_completed",
+    "funded_jobs_completed",
     "goodput_gpu_hours",
     "node_failure_lost_gpu_hours",
     "preemptions_per_1000_gpu_hours",

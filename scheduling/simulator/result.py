@@ -220,6 +220,7 @@ def _outcomes(engine: Engine, measured: list[JobState], waits: dict[int, list[fl
     ]
     return {
         "jobs_completed": counters["completions"],
+        "funded_jobs_completed": counters["funded_completions"],
         "assigned_gpu_hours": round(assigned / 3600, 1),
         "goodput_gpu_hours": round((assigned - counters["lost_in_period_gpu_s"]) / 3600, 1),
         "lost_gpu_hours_by_cause": {

@@ -112,16 +112,23 @@ def _line(policy, **numbers):
 
 def test_fair_share_is_held_against_the_best_baseline_on_each_measure():
     lines = [
-        _line("fairshare", jobs_completed=90, goodput_gpu_hours=50.0, widest_band_funded_wait_p90_s=300.0,
+        _line("fairshare", jobs_completed=90, funded_jobs_completed=70, goodput_gpu_hours=50.0,
+              widest_band_funded_wait_p90_s=300.0,
               delivered_owed_ratio=1.0, min_team_delivered_owed_ratio=0.5, lost_preemption_share=0.123,
               funded_debug_interactive_wait_p90_s=12.0),
-        _line("fifo", jobs_completed=100, goodput_gpu_hours=40.0, widest_band_funded_wait_p90_s=50.0),
-        _line("easy", jobs_completed=95, goodput_gpu_hours=80.0, widest_band_funded_wait_p90_s=100.0),
+        _line("fifo", jobs_completed=100, funded_jobs_completed=60, goodput_gpu_hours=40.0,
+              widest_band_funded_wait_p90_s=50.0),
+        _line("easy", jobs_completed=95, funded_jobs_completed=64, goodput_gpu_hours=80.0,
+              widest_band_funded_wait_p90_s=100.0),
     ]  # fmt: skip
 
     (row,) = outcomes.against_baselines(lines).splitlines()[2:]
 
-    assert row == "| t | 1.00 | 0.50 | 12 | 0.90 (fifo) | 0.62 (easy) | 12.3% | 3.00 (64+) | 0.900 |"
+    # fewer jobs than fifo, more funded jobs than easy, the best at funded work
+    assert (
+        row
+        == "| t | 1.00 | 0.50 | 12 | 0.90 (fifo) | 1.09 (easy) | 0.62 (easy) | 12.3% | 3.00 (64+) | 0.900 |"
+    )
 
 
 def test_the_lowest_team_comes_with_what_it_was_owed():

@@ -214,6 +214,7 @@ def test_the_real_policy_ends_unfunded_work_for_funded_work_and_its_owner_resubm
     summary = run_simulation(inputs, policy="fairshare").summary
 
     assert (summary["preemptions"], summary["resubmissions"], summary["jobs_completed"]) == (1, 1, 2)
+    assert summary["funded_jobs_completed"] == 1  # A; U is unfunded
     assert summary["lost_gpu_hours_by_cause"]["preemption"] == round(1000 / 3600, 2)
     assert summary["goodput_gpu_hours"] == round((1000 + 600 + 4000 - 1000) / 3600, 1)
     assert summary["wait_p90_s"] == 0.0  # each submission started at once
