@@ -5,7 +5,8 @@ drops its connection and with it the lock. Elsewhere (SQLite): a conditional UPD
 cluster's PassLease row that only succeeds when no live lease is held; a lease held by a dead
 worker expires after ``SCHEDULING_PASS_LEASE_S``. While another connection writes, SQLite may
 refuse the claim outright ("database table is locked"): that is another process at work, so the
-claim is simply not had (the next beat tries again), and the release is retried a few times.
+claim is simply not had (the next beat tries again); the release, and the pass's first writes
+once it holds the claim, are retried a few times (``retry_on_contention``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import TypeVar
 
 from django.conf import settings
 from django.db import OperationalError, connection
@@ -26,7 +28,8 @@ from portal.contention import is_contention
 from scheduling.models import PassLease
 
 logger = logging.getLogger(__name__)
-RELEASE_TRIES = 20  # about 2 s in all; past that the lease lapses on its own
+RETRY_TRIES = 20  # about 2 s in all (a lease not released lapses on its own)
+T = TypeVar("T")
 
 LOCK_NAMESPACE = 0x5C4ED  # the advisory-lock class reserved for scheduling passes
 
@@ -83,16 +86,25 @@ def _lease_take(cluster_id: int, token: str) -> bool:
 
 
 def _lease_release(cluster_id: int, token: str) -> None:
-    for attempt in range(RELEASE_TRIES):
+    def release() -> int:
+        return PassLease.objects.filter(pk=cluster_id, holder=token).update(holder="", expires_at=None)
+
+    if retry_on_contention(release) is None:
+        logger.warning("pass lease of cluster %s not released (it lapses by itself)", cluster_id)
+
+
+def retry_on_contention(write: Callable[[], T], tries: int = RETRY_TRIES) -> T | None:
+    """Do ``write``, again after 0.1 s while the database refuses it for another connection's
+    writes (SQLite: "database table is locked"), at most ``tries`` times; None when it never got
+    through. Any other error is raised. (Call it outside a transaction: a refused statement
+    spoils the transaction it is in.)"""
+    for attempt in range(tries):
         try:
-            PassLease.objects.filter(pk=cluster_id, holder=token).update(holder="", expires_at=None)
-            return
+            return write()
         except OperationalError as error:
             if not is_contention(error):
                 raise
-            if attempt == RELEASE_TRIES - 1:
-                logger.warning(
-                    "pass lease of cluster %s not released (it lapses by itself): %s", cluster_id, error
-                )
-                return
-            time.sleep(0.1)
+            logger.info("write refused (attempt %s of %s): %s", attempt + 1, tries, error)
+            if attempt < tries - 1:
+                time.sleep(0.1)
+    return None

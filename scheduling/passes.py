@@ -36,7 +36,7 @@ from scheduling.backend_notes import backend_notes_write
 from scheduling.backends.base import Backend, BackendUnavailable
 from scheduling.backends.registry import backend_for
 from scheduling.dispatch import dispatch, preemptions_finish
-from scheduling.locks import pass_claim
+from scheduling.locks import pass_claim, retry_on_contention
 from scheduling.models import Cluster, PassStatus, SchedulingPass
 from scheduling.persist import persist_backend_unavailable, persist_plan
 from scheduling.policy import Plan, PolicyConfig, Snapshot, plan
@@ -100,17 +100,26 @@ def run_pass(
         now = now or timezone.now()
         backend = backend or backend_for(cluster, clock=now.timestamp)
         record = _pass_begin(cluster=cluster, now=now)
+        if record is None:
+            logger.warning("pass for cluster %s skipped: the database stayed locked", cluster_id)
+            return PassOutcome(ran=False, status="skipped")
         with cyclic_gc_paused():
             _pass_run(record, cluster=cluster, backend=backend, planner=planner or plan, now=now)
         return PassOutcome(ran=True, pass_id=record.pk, status=record.status)
 
 
-def _pass_begin(*, cluster: Cluster, now: datetime) -> SchedulingPass:
-    # We hold the claim, so any pass of this cluster still marked running died mid-way.
-    SchedulingPass.objects.filter(cluster=cluster, status=PassStatus.RUNNING).update(
-        status=PassStatus.FAILED, error="interrupted (the process running it stopped)"
-    )
-    return SchedulingPass.objects.create(cluster=cluster, started_at=now)
+def _pass_begin(*, cluster: Cluster, now: datetime) -> SchedulingPass | None:
+    """The pass's record (None: the database stayed locked). We hold the claim, so any pass of
+    this cluster still marked running died mid-way. On SQLite the losing claimant may still be
+    writing: both writes wait it out (``retry_on_contention``)."""
+
+    def begin() -> SchedulingPass:
+        SchedulingPass.objects.filter(cluster=cluster, status=PassStatus.RUNNING).update(
+            status=PassStatus.FAILED, error="interrupted (the process running it stopped)"
+        )
+        return SchedulingPass.objects.create(cluster=cluster, started_at=now)
+
+    return retry_on_contention(begin)
 
 
 def _pass_run(

@@ -6,8 +6,9 @@ import os
 import threading
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 
+from scheduling.locks import retry_on_contention
 from scheduling.models import SchedulingPass
 from scheduling.passes import PassOutcome, run_pass
 from tests.scheduling.conftest import build_lab
@@ -45,3 +46,25 @@ def test_the_claim_is_released_when_a_pass_ends_so_the_next_one_runs():
     lab = build_lab()
     assert run_pass(cluster_id=lab.main.pk).ran
     assert run_pass(cluster_id=lab.main.pk).ran
+
+
+def test_a_write_refused_by_a_locked_table_is_tried_again_and_other_errors_are_not():
+    refusals = [OperationalError("database table is locked")] * 2
+
+    def write() -> str:
+        if refusals:
+            raise refusals.pop()
+        return "written"
+
+    assert retry_on_contention(write) == "written"  # third time
+
+    def always_locked() -> None:
+        raise OperationalError("database table is locked")
+
+    assert retry_on_contention(always_locked, tries=3) is None  # given up: the caller skips
+
+    def broken() -> None:
+        raise OperationalError("no such table: scheduling_schedulingpass")
+
+    with pytest.raises(OperationalError, match="no such table"):
+        retry_on_contention(broken)
