@@ -510,10 +510,14 @@ def endpoints(*, now: datetime, repeat: int = 20) -> list[tuple[str, str, str | 
 
 def _new_pass(cache) -> None:  # noqa: ANN001 - django.core.cache.cache
     """As if a pass had just finished: nothing remembered for the previous one is used any more."""
+    from django.apps import apps
+
     from scheduling import reports
 
     cache.clear()
-    if hasattr(reports, "forget_options_snapshots"):  # (absent before the options shared a snapshot)
+    if hasattr(reports, "OptionsMemory"):  # the web process's memory, kept by the app config:
+        apps.get_app_config("scheduling").options_memory.snapshots.clear()  # its pending reads stay
+    elif hasattr(reports, "forget_options_snapshots"):  # (before: module state; absent before sharing)
         reports.forget_options_snapshots()
 
 

@@ -38,6 +38,7 @@ from scheduling.backends.registry import backend_for
 from scheduling.dispatch import dispatch, preemptions_finish
 from scheduling.locks import pass_claim, retry_on_contention
 from scheduling.models import Cluster, PassStatus, SchedulingPass
+from scheduling.pass_cache import PassMemory
 from scheduling.persist import persist_backend_unavailable, persist_plan
 from scheduling.policy import Plan, PolicyConfig, Snapshot, plan
 from scheduling.reconcile import reconcile
@@ -90,8 +91,13 @@ def run_pass(
     now: datetime | None = None,
     backend: Backend | None = None,
     planner: Planner | None = None,
+    memory: PassMemory | None = None,
 ) -> PassOutcome:
-    """Run one pass for a cluster now, synchronously; returns at once if another pass holds it."""
+    """Run one pass for a cluster now, synchronously; returns at once if another pass holds it.
+
+    ``memory``: what earlier passes run with it remember (``scheduling.pass_cache``), so a quiet
+    queue is read and written in part; the Celery task keeps one per worker process. None: a
+    fresh one, so this pass reads the pending workloads and the stored reasons in full."""
     with pass_claim(cluster_id) as claimed:
         if not claimed:
             logger.info("pass for cluster %s skipped: another pass holds it", cluster_id)
@@ -104,7 +110,14 @@ def run_pass(
             logger.warning("pass for cluster %s skipped: the database stayed locked", cluster_id)
             return PassOutcome(ran=False, status="skipped")
         with cyclic_gc_paused():
-            _pass_run(record, cluster=cluster, backend=backend, planner=planner or plan, now=now)
+            _pass_run(
+                record,
+                cluster=cluster,
+                backend=backend,
+                planner=planner or plan,
+                now=now,
+                memory=memory or PassMemory(),
+            )
         return PassOutcome(ran=True, pass_id=record.pk, status=record.status)
 
 
@@ -123,15 +136,21 @@ def _pass_begin(*, cluster: Cluster, now: datetime) -> SchedulingPass | None:
 
 
 def _pass_run(
-    record: SchedulingPass, *, cluster: Cluster, backend: Backend, planner: Planner, now: datetime
+    record: SchedulingPass,
+    *,
+    cluster: Cluster,
+    backend: Backend,
+    planner: Planner,
+    now: datetime,
+    memory: PassMemory,
 ) -> None:
     started = time.perf_counter()
     try:
-        _phases(record, cluster=cluster, backend=backend, planner=planner, now=now)
+        _phases(record, cluster=cluster, backend=backend, planner=planner, now=now, memory=memory)
         record.status = PassStatus.COMPLETED
     except BackendUnavailable as error:
         record.status, record.error = PassStatus.BACKEND_UNAVAILABLE, str(error)
-        persist_backend_unavailable(record=record, cluster=cluster, error=str(error), now=now)
+        persist_backend_unavailable(record=record, cluster=cluster, error=str(error), now=now, memory=memory)
     except Exception as error:
         record.status, record.error = PassStatus.FAILED, f"{type(error).__name__}: {error}"
         raise
@@ -144,7 +163,13 @@ def _pass_run(
 
 
 def _phases(
-    record: SchedulingPass, *, cluster: Cluster, backend: Backend, planner: Planner, now: datetime
+    record: SchedulingPass,
+    *,
+    cluster: Cluster,
+    backend: Backend,
+    planner: Planner,
+    now: datetime,
+    memory: PassMemory,
 ) -> None:
     # 1. Reconcile
     with phase(record, "reconcile"):
@@ -163,13 +188,15 @@ def _phases(
         preemptions_finish(cluster=cluster, backend=backend, now=now)
     # 2. Snapshot
     with phase(record, "snapshot"):
-        inputs = snapshot_read(cluster=cluster, now=now, backend_name=getattr(backend, "name", "backend"))
+        inputs = snapshot_read(
+            cluster=cluster, now=now, backend_name=getattr(backend, "name", "backend"), memory=memory.pending
+        )
     # 3. Plan
     with phase(record, "plan"):
         decided = planner(inputs.snapshot, now.timestamp(), inputs.config)
     # 4. Persist
     with phase(record, "persist"), transaction.atomic():
-        persist_plan(record=record, cluster=cluster, inputs=inputs, plan=decided, now=now)
+        persist_plan(record=record, cluster=cluster, inputs=inputs, plan=decided, now=now, memory=memory)
     # 5. Dispatch
     with phase(record, "dispatch"):
         dispatch(record=record, cluster=cluster, backend=backend, now=now)

@@ -17,7 +17,6 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from notifications.checks import backend_unavailable_check
-from scheduling import pass_cache
 from scheduling.accounting import accounting_charge_owed
 from scheduling.bulk import Epoch, fetch_rows, update_rows
 from scheduling.models import (
@@ -31,6 +30,7 @@ from scheduling.models import (
     Workload,
     WorkloadState,
 )
+from scheduling.pass_cache import PassMemory
 from scheduling.policy import PendingReason as PolicyReason
 from scheduling.policy import Plan, ReasonCode
 from scheduling.policy.reasons import Outcome, Reasons, make_reasons
@@ -46,12 +46,18 @@ def _at(seconds: float | None) -> datetime | None:
 
 
 def persist_plan(
-    *, record: SchedulingPass, cluster: Cluster, inputs: PassInputs, plan: Plan, now: datetime
+    *,
+    record: SchedulingPass,
+    cluster: Cluster,
+    inputs: PassInputs,
+    plan: Plan,
+    now: datetime,
+    memory: PassMemory,
 ) -> None:
     decisions = _decisions(record=record, cluster=cluster, plan=plan, now=now)
     Decision.objects.bulk_create(decisions, batch_size=1000)
     record.reasons_written = pending_reasons_write(
-        cluster=cluster, reasons=plan.reasons, now=now, record=record
+        cluster=cluster, reasons=plan.reasons, now=now, record=record, memory=memory
     )
     accounting_charge_owed(cluster_id=cluster.pk, now=now, owed_gpus=inputs.owed_gpus)
     if inputs.standing:
@@ -151,15 +157,20 @@ def _made(entries: list[tuple[int, Outcome, int]]) -> list[PolicyReason]:
 
 
 def pending_reasons_write(
-    *, cluster: Cluster, reasons: Sequence[PolicyReason], now: datetime, record: SchedulingPass
+    *,
+    cluster: Cluster,
+    reasons: Sequence[PolicyReason],
+    now: datetime,
+    record: SchedulingPass,
+    memory: PassMemory,
 ) -> int:
     """Make the stored reasons equal the plan's (one per pending workload); returns rows written.
 
     The comparison runs on plain tuples (times as epoch floats), against what the previous pass
-    wrote when this process ran it, else against one read; model rows are built only for what
+    wrote when it ran with ``memory``, else against one read; model rows are built only for what
     changed, so an unchanged queue of 50,000 costs no writes.
     """
-    stored = pass_cache.reasons_get(cluster.pk, _previous_pass(cluster=cluster, record=record))
+    stored = memory.reasons_get(cluster.pk, _previous_pass(cluster=cluster, record=record))
     if stored is None:
         stored = _stored_reasons(cluster)
     fresh_entries: list[tuple[int, Outcome, int]] = []  # reason objects are made only for what is written
@@ -189,7 +200,7 @@ def pending_reasons_write(
     for workload_id in gone:
         del remembered[workload_id]
     written_by = (record.pk, record.nonce)
-    transaction.on_commit(lambda: pass_cache.reasons_set(cluster.pk, written_by, remembered))
+    transaction.on_commit(lambda: memory.reasons_set(cluster.pk, written_by, remembered))
     return len(fresh) + len(changed) + len(gone)
 
 
@@ -257,10 +268,10 @@ def _row(reason: PolicyReason, cleaned: dict[int, dict], now: datetime) -> Pendi
 
 
 def persist_backend_unavailable(
-    *, record: SchedulingPass, cluster: Cluster, error: str, now: datetime
+    *, record: SchedulingPass, cluster: Cluster, error: str, now: datetime, memory: PassMemory
 ) -> None:
     """Every pending workload's reason becomes BACKEND_UNAVAILABLE (kept as is when it already is)."""
-    pass_cache.reasons_forget(cluster.pk)
+    memory.reasons_forget(cluster.pk)
     name = cluster.get_backend_kind_display()
     local = timezone.localtime(now).strftime("%H:%M")
     message = f"the {name} backend did not answer at {local}; retrying"

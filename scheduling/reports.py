@@ -31,6 +31,7 @@ from scheduling.models import (
     WorkloadClass,
     WorkloadState,
 )
+from scheduling.pass_cache import PendingMemory
 from scheduling.policy.session import PlanningSession
 from scheduling.wording import lost_work, preemption_words
 
@@ -314,7 +315,11 @@ AS_IT_IS = "As it is"
 
 
 def start_options(
-    *, workload: Workload, now: datetime, latest_pass: tuple[int, str] | None = None
+    *,
+    workload: Workload,
+    now: datetime,
+    latest_pass: tuple[int, str] | None = None,
+    memory: OptionsMemory | None = None,
 ) -> list[StartOption]:
     """What the policy says would start the workload sooner, on the cluster as it is now.
 
@@ -324,6 +329,8 @@ def start_options(
     option returned is "As it is". With ``latest_pass`` (the cluster's latest pass: id, nonce) the
     snapshot is the one :func:`options_snapshot_for_pass` shares among the workloads viewed after
     it, and so is its plan as it is, from the second workload on (the first plans only its own).
+    ``memory``: what this process's earlier reads remember (:class:`OptionsMemory`); None: a
+    fresh one, so the pending workloads are read in full and nothing is shared.
     """
     if workload.state != WorkloadState.PENDING or workload.held:  # (held: no options, no start)
         return []
@@ -332,23 +339,28 @@ def start_options(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _start_options(workload=workload, now=now, latest_pass=latest_pass)
+        return _start_options(
+            workload=workload, now=now, latest_pass=latest_pass, memory=memory or OptionsMemory()
+        )
     finally:
         if collecting:
             gc.enable()
 
 
 def _start_options(
-    *, workload: Workload, now: datetime, latest_pass: tuple[int, str] | None
+    *, workload: Workload, now: datetime, latest_pass: tuple[int, str] | None, memory: OptionsMemory
 ) -> list[StartOption]:
     from scheduling.policy import plan
     from scheduling.policy.options import decide_start_options
 
     if latest_pass is None:
-        (snapshot, config), read_at = options_snapshot(cluster=workload.cluster, now=now), now
+        (snapshot, config), read_at = (
+            options_snapshot(cluster=workload.cluster, now=now, memory=memory.pending),
+            now,
+        )
         as_planned, session = None, None
     else:
-        shared = options_snapshot_for_pass(workload=workload, latest_pass=latest_pass, now=now)
+        shared = options_snapshot_for_pass(workload=workload, latest_pass=latest_pass, now=now, memory=memory)
         snapshot, config, read_at = shared.snapshot, shared.config, shared.read_at
         if shared.as_planned is None and shared.uses:
             shared.as_planned = plan(snapshot, read_at.timestamp(), config, session=shared.session)
@@ -371,7 +383,7 @@ def _start_options(
     ]
 
 
-def start_options_for_pass(*, workload: Workload, now: datetime) -> list[StartOption]:
+def start_options_for_pass(*, workload: Workload, now: datetime, memory: OptionsMemory) -> list[StartOption]:
     """:func:`start_options`, remembered until the cluster's next pass.
 
     The answer only changes when a pass changes the cluster, so people reloading the page (or many
@@ -387,19 +399,22 @@ def start_options_for_pass(*, workload: Workload, now: datetime) -> list[StartOp
     key = f"start-options:{workload.pk}:{latest[0] if latest else None}"
     options = cache.get(key)
     if options is None:
-        options = start_options(workload=workload, now=now, latest_pass=latest)
+        options = start_options(workload=workload, now=now, latest_pass=latest, memory=memory)
         cache.set(key, options, timeout=max(workload.cluster.pass_interval_s * 6, 60))
     return options
 
 
-def options_snapshot(*, cluster: Cluster, now: datetime) -> tuple[Snapshot, PolicyConfig]:
+def options_snapshot(
+    *, cluster: Cluster, now: datetime, memory: PendingMemory | None = None
+) -> tuple[Snapshot, PolicyConfig]:
     """The pass's own snapshot (allocations and users ranked by the rollups, as the pass ranks them) and config.
 
-    The pending workloads read are kept in this process, so the next read fetches in full only the
-    ones new or changed since (checked against the database on every read, as the pass does)."""
+    With ``memory``, the pending workloads read are remembered there, so the next read fetches in
+    full only the ones new or changed since (checked against the database on every read, as the
+    pass does)."""
     from scheduling.snapshot import policy_config, snapshot_build
 
-    return snapshot_build(cluster=cluster, now=now, page_cache=True), policy_config(cluster)
+    return snapshot_build(cluster=cluster, now=now, memory=memory), policy_config(cluster)
 
 
 @dataclass
@@ -416,16 +431,24 @@ class PassSnapshot:
     session: PlanningSession = field(default_factory=PlanningSession)
 
 
-_pass_snapshots: dict[int, PassSnapshot] = {}  # cluster id -> the latest one only
+@dataclass
+class OptionsMemory:
+    """What a process answering for the start options remembers between requests: the pending
+    workloads its last read found (:class:`scheduling.pass_cache.PendingMemory`) and, per cluster,
+    the snapshot shared since the latest pass (:func:`options_snapshot_for_pass`). The web process
+    keeps one (``scheduling.apps.options_memory``); benchmarks and tests make their own."""
+
+    pending: PendingMemory = field(default_factory=PendingMemory)
+    snapshots: dict[int, PassSnapshot] = field(default_factory=dict)  # cluster id -> the latest one only
 
 
 def options_snapshot_for_pass(
-    *, workload: Workload, latest_pass: tuple[int, str], now: datetime
+    *, workload: Workload, latest_pass: tuple[int, str], now: datetime, memory: OptionsMemory
 ) -> PassSnapshot:
     """:func:`options_snapshot` read once after the cluster's pass ``latest_pass`` (id, nonce:
-    unique even where a database starts over) and shared, in this process, by every workload whose
-    options are first asked for before the next pass; so those options are all planned on the
-    cluster as that one read found it, at the time it was read.
+    unique even where a database starts over) and shared, through ``memory``, by every workload
+    whose options are first asked for before the next pass; so those options are all planned on
+    the cluster as that one read found it, at the time it was read.
 
     Read afresh (and shared from then on) when ``workload`` is not in the shared snapshot's queue as
     it is in the database (submitted or requeued since that read, held or released, moved)."""
@@ -433,17 +456,12 @@ def options_snapshot_for_pass(
 
     cluster = workload.cluster
     key = (cluster.pk, cluster.created_at, *latest_pass)
-    shared = _pass_snapshots.get(cluster.pk)
+    shared = memory.snapshots.get(cluster.pk)
     if shared is not None and shared.key == key:
         queued = next((w for w in shared.snapshot.pending if w.id == workload.pk), None)
         path = workload.allocation.path if workload.allocation is not None else UNALLOCATED
         if queued is not None and queued.held == workload.held and queued.allocation == path:
             return shared
-    snapshot, config = options_snapshot(cluster=cluster, now=now)
-    shared = _pass_snapshots[cluster.pk] = PassSnapshot(key, snapshot, config, now)
+    snapshot, config = options_snapshot(cluster=cluster, now=now, memory=memory.pending)
+    shared = memory.snapshots[cluster.pk] = PassSnapshot(key, snapshot, config, now)
     return shared
-
-
-def forget_options_snapshots() -> None:
-    """Drop the shared snapshots (as the next pass would make them unused): for benchmarks and tests."""
-    _pass_snapshots.clear()

@@ -16,7 +16,6 @@ from django.db.models.functions import Cast, Coalesce, NullIf
 
 from budgets.entitlement import entitlements
 from budgets.models import Allocation, BudgetNode
-from scheduling import pass_cache
 from scheduling.accounting import open_runs_after_watermark, usage_in_window, user_usage_in_window
 from scheduling.bulk import Epoch, fetch_rows
 from scheduling.models import (
@@ -30,6 +29,7 @@ from scheduling.models import (
     WorkloadClass,
     WorkloadState,
 )
+from scheduling.pass_cache import PendingMemory
 from scheduling.policy import (
     BudgetNodeSpec,
     ClusterNodeSpec,
@@ -170,21 +170,14 @@ def _pending_full(cluster: Cluster, ids: list[int] | None) -> dict[int, PendingW
     return {row[0]: _pending_row(row) for row in rows}
 
 
-# The pending workloads the pages' re-plans (start options) last read, per process and cluster:
-# kept apart from the pass's cache (a page never changes what the pass finds) and checked against
-# the database exactly as that one is, on every read.
-_page_pending: dict[pass_cache.ClusterKey, dict[int, tuple[pass_cache.PendingKey, PendingWorkload]]] = {}
-
-
 def _pending(
-    cluster: Cluster, paths: dict[int, str], *, remember: bool, page: bool = False
+    cluster: Cluster, paths: dict[int, str], memory: PendingMemory | None
 ) -> tuple[PendingWorkload, ...]:
-    """Pending workloads in id order; only those new or changed since the last pass are read in full.
+    """Pending workloads in id order; with a ``memory``, only those new or changed since the read it
+    remembers are read in full, and it then remembers this read (None: all are read in full).
 
     Once submitted, a pending workload's policy fields change only through its allocation's path
-    (a rename) or its hold, so (path, hold) is the cache key; holds are read for held rows only.
-    Only the pass (``remember``) replaces the cache; other readers use it as it is. A ``page``
-    reader uses the pass's cache when this process has one, else (and replaces) its own.
+    (a rename) or its hold, so (path, hold) is the memory's key; holds are read for held rows only.
     """
     queue = Workload.objects.filter(
         cluster=cluster, state=WorkloadState.PENDING, cancel_requested_at__isnull=True
@@ -202,9 +195,7 @@ def _pending(
         if held_ids
         else {}
     )
-    cached = pass_cache.pending_get(cluster)
-    if page and not cached:
-        cached = _page_pending.get((cluster.pk, cluster.created_at), {})
+    cached = memory.get(cluster) if memory is not None else {}
     current = {wid: (paths.get(allocation, UNALLOCATED), holds.get(wid)) for wid, allocation, _ in keys}
     missing = [wid for wid, key in current.items() if wid not in cached or cached[wid][0] != key]
     fresh = _pending_full(cluster, None if len(missing) > len(current) // 2 else missing) if missing else {}
@@ -214,12 +205,8 @@ def _pending(
             entries[wid] = (key, fresh[wid])
         elif wid in cached and cached[wid][0] == key:
             entries[wid] = cached[wid]
-    if remember:
-        pass_cache.pending_replace(cluster, entries)
-    elif page:
-        for page_key in [page_key for page_key in _page_pending if page_key[0] == cluster.pk]:
-            del _page_pending[page_key]
-        _page_pending[(cluster.pk, cluster.created_at)] = entries
+    if memory is not None:
+        memory.replace(cluster, entries)
     return tuple(workload for _, workload in entries.values())
 
 
@@ -273,20 +260,20 @@ def owed_rates(
 
 
 def snapshot_build(
-    *, cluster: Cluster, now: datetime, backend_name: str = "backend", page_cache: bool = False
+    *, cluster: Cluster, now: datetime, backend_name: str = "backend", memory: PendingMemory | None = None
 ) -> Snapshot:
     """The policy's snapshot of ``cluster`` at ``now``, exactly as a pass would read it, with no side
-    effects (nothing written, the pass's process cache left as it is): for pages that re-plan.
-    ``page_cache``: keep the pending workloads read in this process for the next page read, which
-    then reads in full only those new or changed since (as the pass does with its own cache), and
-    take the window usage the latest pass stored (``standing_read``) when no charge happened since."""
+    effects (nothing written): for pages that re-plan. ``memory``: the pending workloads this
+    caller's earlier reads found (it remembers this one), so only those new or changed since are
+    read in full, as the pass does with its own; with it, the window usage is the one the latest
+    pass stored (``standing_read``) when no charge happened since."""
     return _snapshot(
         cluster=cluster,
         now=now,
         tree=budget_tree(cluster),
         backend_name=backend_name,
-        remember=False,
-        page=page_cache,
+        memory=memory,
+        use_standing=memory is not None,
     )
 
 
@@ -296,13 +283,13 @@ def _snapshot(
     now: datetime,
     tree: tuple[dict[int, str], dict[str, str | None], dict[str, float]],
     backend_name: str,
-    remember: bool,
-    page: bool = False,
+    memory: PendingMemory | None,
+    use_standing: bool = False,
     standing: dict | None = None,
 ) -> Snapshot:
     paths, parents, budgets = tree
     window = timedelta(seconds=policy_config(cluster).window_s)
-    stored = standing_read(cluster_id=cluster.pk, now=now) if page else None
+    stored = standing_read(cluster_id=cluster.pk, now=now) if use_standing else None
     if stored is not None:
         usage, user_usage = stored
     else:
@@ -322,20 +309,23 @@ def _snapshot(
         tree=tuple(specs),
         nodes=_nodes(cluster),
         running=_running(cluster, paths, now),
-        pending=_startable(_pending(cluster, paths, remember=remember, page=page), cluster_id=cluster.pk),
+        pending=_startable(_pending(cluster, paths, memory), cluster_id=cluster.pk),
         usage=MappingProxyType({_path_of(paths, a): v for a, v in usage.items()}),
         user_usage=MappingProxyType({(_path_of(paths, a), u): v for (a, u), v in user_usage.items()}),
         backend_name=backend_name,
     )
 
 
-def snapshot_read(*, cluster: Cluster, now: datetime, backend_name: str = "backend") -> PassInputs:
-    """Phase 2 of the pass: the snapshot plus what persist needs (ids, funded allocations, owed rates)."""
+def snapshot_read(
+    *, cluster: Cluster, now: datetime, backend_name: str = "backend", memory: PendingMemory | None = None
+) -> PassInputs:
+    """Phase 2 of the pass: the snapshot plus what persist needs (ids, funded allocations, owed
+    rates); ``memory``: the pending workloads the pass's earlier reads found (see ``_pending``)."""
     tree = budget_tree(cluster)
     paths, parents, budgets = tree
     standing: dict = {}
     snapshot = _snapshot(
-        cluster=cluster, now=now, tree=tree, backend_name=backend_name, remember=True, standing=standing
+        cluster=cluster, now=now, tree=tree, backend_name=backend_name, memory=memory, standing=standing
     )
     path_ids = {path: node_id for node_id, path in paths.items()}
     funded = {path_ids[p] for p, b in budgets.items() if b > 0}

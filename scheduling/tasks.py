@@ -3,15 +3,28 @@ SCHEDULING_PASS_INTERVAL_S seconds; it queues one pass per cluster whose own int
 
 from __future__ import annotations
 
-from celery import shared_task
+from functools import cached_property
 
+from celery import Task, shared_task
+
+from scheduling.pass_cache import PassMemory
 from scheduling.passes import passes_due, run_pass
 
 
-@shared_task(name="scheduling.run_pass", ignore_result=True)
-def run_scheduling_pass(cluster_id: int) -> str:
+class PassTask(Task):
+    """The pass task's class. Celery makes one instance of a task per worker process and keeps
+    it (its documented place for a process's resources), so its ``memory`` is what that
+    process's passes remember between them (``scheduling.pass_cache``)."""
+
+    @cached_property
+    def memory(self) -> PassMemory:
+        return PassMemory()
+
+
+@shared_task(name="scheduling.run_pass", base=PassTask, bind=True, ignore_result=True)
+def run_scheduling_pass(self: PassTask, cluster_id: int) -> str:
     """One pass for one cluster; returns "skipped" when another worker holds the cluster's pass."""
-    return run_pass(cluster_id=cluster_id).status
+    return run_pass(cluster_id=cluster_id, memory=self.memory).status
 
 
 @shared_task(name="scheduling.schedule_passes", ignore_result=True)

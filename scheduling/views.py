@@ -13,6 +13,7 @@ from budgets.selectors import cluster_for_user, cluster_list
 from portal.csv_export import queue_csv, wants_csv
 from portal.requests import HtmxHttpRequest
 from scheduling import reports
+from scheduling.apps import options_memory
 from scheduling.models import WorkloadClass
 from scheduling.policy import ReasonCode
 from scheduling.selectors import may_act_on, workload_get_for_user, workloads_may_act_on
@@ -71,6 +72,6 @@ def workload(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
 @require_GET
 def workload_options(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
     item = workload_get_for_user(user=request.user, workload_id=workload_id)
-    options = reports.start_options_for_pass(workload=item, now=timezone.now())
+    options = reports.start_options_for_pass(workload=item, now=timezone.now(), memory=options_memory())
     context = {"options": options, "w": item, "may_act": may_act_on(request.user, item)}
     return render(request, "scheduling/_options.html", context)

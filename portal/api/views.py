@@ -19,6 +19,7 @@ from portal.api import schemas, serializers
 from portal.models import WhatIfRun
 from portal.pages import parse_days
 from scheduling import reports
+from scheduling.apps import options_memory
 from scheduling.selectors import workload_get_for_user
 
 DAYS = OpenApiParameter("days", int, description="7, 30 or 90 (default 7)")
@@ -134,7 +135,7 @@ def start_options(request: Request, workload_id: int) -> Response:
     return Response(
         {
             "options": serializers.options_json(
-                reports.start_options_for_pass(workload=workload, now=timezone.now())
+                reports.start_options_for_pass(workload=workload, now=timezone.now(), memory=options_memory())
             )
         }
     )

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from scheduling import pass_cache
 from scheduling.models import Cluster, Workload, WorkloadState
 from scheduling.passes import run_pass
 from scheduling.services import workload_submit
@@ -26,7 +25,6 @@ BOTH = pytest.mark.parametrize("viewport", [1280, 390], indirect=True)
 @pytest.fixture
 def lab(transactional_db, settings):  # noqa: ANN001, ANN201
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    pass_cache.clear()
     from django.core.cache import cache
 
     cache.clear()

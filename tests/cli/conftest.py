@@ -15,7 +15,6 @@ import pytest
 
 from gpus_cli.main import main
 from portal.tokens import token_issue
-from scheduling import pass_cache
 from tests.scheduling.conftest import build_lab
 
 
@@ -33,7 +32,6 @@ def fast_passwords(settings) -> None:  # noqa: ANN001
 
 @pytest.fixture
 def lab(transactional_db: None) -> SimpleNamespace:
-    pass_cache.clear()
     built = build_lab()
     built.tokens = {user.username: token_issue(user=user, name="cli tests")[1] for user in
                     (built.alice, built.bob, built.charlie, built.dave, built.oscar)}  # fmt: skip

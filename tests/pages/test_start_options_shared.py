@@ -1,24 +1,27 @@
 """Start options after a pass: the workloads first viewed after one pass share one snapshot read,
-and the pending workloads a page reads are kept per process, checked against the database on
-every read; either way the options are exactly those of a fresh read."""
+and the pending workloads a page reads are remembered by the process (``OptionsMemory``), checked
+against the database on every read; either way the options are exactly those of a fresh read."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
+from django.apps import apps
 
 from portal.api.serializers import options_json
-from scheduling import pass_cache, reports
+from scheduling import reports
 from scheduling.models import SchedulingPass, Workload
+from scheduling.pass_cache import PendingMemory
 from scheduling.services.workloads import workload_cancel, workload_hold, workload_submit
 from scheduling.snapshot import snapshot_build
 from tests.pages.conftest import NOW, client_for
 
 
 @pytest.fixture(autouse=True)
-def _fresh_shared_snapshots() -> None:
-    reports.forget_options_snapshots()
+def _fresh_options_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The web process's memory starts empty for each test."""
+    monkeypatch.setattr(apps.get_app_config("scheduling"), "options_memory", reports.OptionsMemory())
 
 
 @pytest.fixture
@@ -49,20 +52,20 @@ def options_api(history, workload: Workload) -> list:  # noqa: ANN001
 
 
 def test_the_page_cache_of_pending_workloads_gives_what_a_full_read_gives(history, frozen_now):
-    pass_cache.clear()
-    assert snapshot_build(cluster=history.main, now=NOW, page_cache=True) == snapshot_build(
+    memory = PendingMemory()
+    assert snapshot_build(cluster=history.main, now=NOW, memory=memory) == snapshot_build(
         cluster=history.main, now=NOW
     )
+    assert len(memory.get(history.main)) >= len(history.bob_pending) > 0, "the read is remembered"
     first, second, third = history.bob_pending[:3]
     workload_hold(workload=first, actor=history.bob, now=NOW)
     workload_cancel(workload=second, actor=history.bob, now=NOW)
     Workload.objects.filter(pk=third.pk).update(allocation=history.generation)  # moved
     workload_submit(actor=history.bob, cluster=history.main, allocation_path="lab/vision/perception",
                     gpus=4, now=NOW - timedelta(minutes=1))  # fmt: skip
-    assert snapshot_build(cluster=history.main, now=NOW, page_cache=True) == snapshot_build(
+    assert snapshot_build(cluster=history.main, now=NOW, memory=memory) == snapshot_build(
         cluster=history.main, now=NOW
     )
-    assert pass_cache.pending_get(history.main) == {}, "a page must not fill the pass's cache"
 
 
 def test_workloads_first_viewed_after_one_pass_share_one_snapshot_read(history, frozen_now, reads):
@@ -77,9 +80,11 @@ def test_workloads_first_viewed_after_one_pass_share_one_snapshot_read(history, 
 
 
 def test_the_shared_snapshot_gives_exactly_the_options_of_a_read_of_their_own(history, frozen_now):
-    latest = a_pass(history)
+    latest, memory = a_pass(history), reports.OptionsMemory()
     for workload in history.bob_pending:
-        shared = reports.start_options(workload=workload, now=NOW, latest_pass=(latest.pk, latest.nonce))
+        shared = reports.start_options(
+            workload=workload, now=NOW, latest_pass=(latest.pk, latest.nonce), memory=memory
+        )
         assert shared == fresh(workload)
 
 

@@ -20,8 +20,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from budgets.models import Allocation, BudgetNode, Membership, Role
-from scheduling import pass_cache
 from scheduling.models import Cluster, Node
+from scheduling.pass_cache import PassMemory
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -64,6 +64,7 @@ def build_lab() -> SimpleNamespace:
         perception=perception,
         language=language,
         sandbox=sandbox,
+        memory=PassMemory(),  # what this lab's passes remember between them, as a worker's do
         **vars(people),
     )
 
@@ -71,12 +72,6 @@ def build_lab() -> SimpleNamespace:
 @pytest.fixture(autouse=True)
 def fast_passwords(settings) -> None:  # noqa: ANN001
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
-def fresh_pass_cache() -> None:
-    """Each test's database starts over (ids are reused), so the worker's memory must too."""
-    pass_cache.clear()
 
 
 @pytest.fixture

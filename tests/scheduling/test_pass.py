@@ -34,7 +34,7 @@ def submit(lab, user, allocation: str, gpus: int, *, seconds: float = 0, **extra
 
 
 def pass_at(lab, seconds: float) -> SchedulingPass:  # noqa: ANN001
-    outcome = run_pass(cluster_id=lab.main.pk, now=at(seconds))
+    outcome = run_pass(cluster_id=lab.main.pk, now=at(seconds), memory=lab.memory)
     assert outcome.ran
     return SchedulingPass.objects.get(pk=outcome.pass_id)
 

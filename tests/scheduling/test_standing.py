@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from scheduling.accounting import accounting_charge_usage
 from scheduling.models import PassLease
+from scheduling.pass_cache import PendingMemory
 from scheduling.snapshot import snapshot_build
 from tests.scheduling.test_pass import at, pass_at, submit
 
@@ -33,7 +34,7 @@ def test_after_a_pass_a_page_ranks_by_the_pass_s_own_window_sums_without_reading
     fresh = snapshot_build(cluster=lab.main, now=record.started_at)
 
     with CaptureQueriesContext(connection) as queries:
-        stored = snapshot_build(cluster=lab.main, now=record.started_at, page_cache=True)
+        stored = snapshot_build(cluster=lab.main, now=record.started_at, memory=PendingMemory())
 
     assert dict(stored.usage) == dict(fresh.usage) and dict(stored.user_usage) == dict(fresh.user_usage)
     assert dict(stored.user_usage)[("lab/language", "dave")] > 0
@@ -44,7 +45,7 @@ def test_a_page_a_little_after_the_pass_adds_the_open_runs_since_as_a_fresh_read
     record = _busy_lab(lab)
     later = at(5060)
     fresh = snapshot_build(cluster=lab.main, now=later)
-    stored = snapshot_build(cluster=lab.main, now=later, page_cache=True)
+    stored = snapshot_build(cluster=lab.main, now=later, memory=PendingMemory())
     assert dict(stored.user_usage) == dict(fresh.user_usage)
     assert (
         stored.user_usage[("lab/language", "dave")]
@@ -57,7 +58,7 @@ def test_once_usage_is_charged_past_the_stored_sums_a_page_reads_the_hours_again
     accounting_charge_usage(cluster_id=lab.main.pk, now=at(6000))  # as a pass's reconcile does
 
     with CaptureQueriesContext(connection) as queries:
-        stored = snapshot_build(cluster=lab.main, now=at(6000), page_cache=True)
+        stored = snapshot_build(cluster=lab.main, now=at(6000), memory=PendingMemory())
 
     assert _usage_queries(queries.captured_queries)
     assert dict(stored.user_usage) == dict(snapshot_build(cluster=lab.main, now=at(6000)).user_usage)

@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import pytest
 
-from scheduling import pass_cache
 from scheduling.accounting import accounting_charge_usage, user_usage_in_window
 from scheduling.models import Run, UserHour
 from scheduling.services import run_close, run_open, workload_submit
@@ -81,8 +80,6 @@ def test_the_public_snapshot_equals_the_pass_snapshot_and_touches_nothing(lab):
     started(lab, actor=lab.bob, path="lab/vision/perception", gpus=2)
     workload_submit(actor=lab.dave, cluster=lab.main, allocation_path="lab/language", gpus=8, now=at(10))
     accounting_charge_usage(cluster_id=lab.main.pk, now=at(600))
-    pass_cache.clear()
     built = snapshot_build(cluster=lab.main, now=at(600))
-    assert pass_cache.pending_get(lab.main) == {}, "a page must not fill the pass's cache"
     assert built == snapshot_read(cluster=lab.main, now=at(600)).snapshot
     assert dict(built.user_usage) == {("lab/vision/perception", "bob"): 2 * 600.0}
