@@ -40,6 +40,7 @@ class Explainer:
         self.outcomes: dict[tuple, reasons.Outcome] = {}  # ("queued", allocation, ahead) -> outcome
         self.by_shape: dict[tuple[bool, Shape], reasons.Outcome] = {}  # (reserved, shape) ->
         self.protected: dict[tuple[Attempt, bool], float | None] = {}  # see ``protected_until``
+        self.saving: dict[tuple[Attempt, bool], float | None] = {}  # see ``checkpoint_at``
         self.first_seen: dict[str, int] = {}
         self.resolved: dict[OutcomeKey, reasons.Outcome] = {}  # key -> its outcome, once resolved
         self.capacity_by_shape: dict[str, dict[Shape, reasons.Outcome]] = {}  # untried work's
@@ -236,7 +237,7 @@ class Explainer:
     def _queued_allocation(self, key: OutcomeKey) -> str | None:
         """The allocation whose "queued" reason ``key`` resolves to (see ``_capacity_outcome``), or None."""
         if isinstance(key, CheckProtected):
-            if self.protected_until(key.attempt, key.may_use_reserved) is not None:
+            if self._standing_in_the_way(key) is not None:
                 return None
             key = key.fallback
         if isinstance(key, NoCapacity) and self.capacity.fit_at_start(key.shape):
@@ -269,9 +270,9 @@ class Explainer:
 
     def _resolve(self, key: OutcomeKey, position: int) -> reasons.Outcome:
         if isinstance(key, CheckProtected):
-            until = self.protected_until(key.attempt, key.may_use_reserved)
-            if until is not None:
-                return self._resolved(Settled(reasons.protected_work, (until,)), position)
+            settled = self._standing_in_the_way(key)
+            if settled is not None:
+                return self._resolved(settled, position)
             return self._resolve(key.fallback, position)
         if isinstance(key, NoCapacity):
             return self._capacity_outcome(key, position)
@@ -297,6 +298,37 @@ class Explainer:
         if outcome is None:
             outcome = self.by_shape[(key.reserved, shape)] = self._shape_outcome(key)
         return outcome
+
+    def _standing_in_the_way(self, key: CheckProtected) -> Settled | None:
+        """What a failed preemption waits for: protected work until its protection ends, or work
+        that would lose what it did since its last checkpoint until it saves; None: neither
+        (``key.fallback`` says why it waits)."""
+        until = self.protected_until(key.attempt, key.may_use_reserved)
+        if until is not None:
+            return Settled(reasons.protected_work, (until,))
+        saves = self.checkpoint_at(key.attempt, key.may_use_reserved)
+        if saves is not None:
+            return Settled(reasons.waiting_for_checkpoint, (saves,))
+        return None
+
+    def checkpoint_at(self, attempt: Attempt, may_use_reserved: bool) -> float | None:
+        """When a failed preemption would succeed because its victims have saved their progress
+        (``Preemptor.blocked_by_loss``); None: the work they would lose is not what stands in the
+        way. Judged on the pass's final state, once per attempt and whether it may use reserved nodes."""
+        memo = self.saving
+        if (attempt, may_use_reserved) not in memo:
+            shape, allocation, user, priority = attempt
+            stand_in = PendingWorkload(
+                -1, allocation, user, shape[0], 0.0, shape[1], shape[2], priority=priority
+            )
+            memo[(attempt, may_use_reserved)] = None
+            capacity = self.capacity
+            for index in (capacity.index, capacity.reserved) if may_use_reserved else (capacity.index,):
+                found = self.preemptor.blocked_by_loss(stand_in, shape, index)
+                if found is not None:
+                    memo[(attempt, may_use_reserved)] = found
+                    break
+        return memo[(attempt, may_use_reserved)]
 
     def protected_until(self, attempt: Attempt, may_use_reserved: bool) -> float | None:
         """When a failed preemption would succeed if protected work were fair game: until when that

@@ -10,7 +10,7 @@ from scheduling.policy.node_keys import KeptNeeds
 from scheduling.policy.outcome_keys import Attempt
 from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preemption import VictimPool, choose_victims
-from scheduling.policy.rules import is_protected, is_short, worth_losing
+from scheduling.policy.rules import is_protected, is_short, next_checkpoint, work_lost, worth_losing
 from scheduling.policy.types import PendingWorkload, Placement, Preemption, RunningWorkload
 from scheduling.policy.victims import VictimOrders, _Order
 
@@ -93,10 +93,33 @@ class Preemptor:
             return None
         return max(victim.protected_until for victim in found[1])
 
-    def victim_pool(self, workload: PendingWorkload, index: FreeIndex, include_protected: bool) -> VictimPool:
+    def blocked_by_loss(self, workload: PendingWorkload, shape: Shape, index: FreeIndex) -> float | None:
+        """When the work it could replace has saved its progress, when the work its victims would
+        throw away since their last checkpoints is all that stands in the way (the loss rules:
+        ``rules.acceptable_loss``, ``rules.worth_losing``); else None."""
+        wider = self.victim_pool(workload, index, include_protected=False, at_checkpoint=True)
+        if wider.hopeless(shape, index):
+            return None
+        found = choose_victims(shape, index, wider)
+        if found is None:
+            return None
+        saves = [
+            next_checkpoint(victim, self.now)
+            for victim in found[1]
+            if work_lost(victim, self.now, self.config)[0] > 0
+        ]
+        return max((at for at in saves if at is not None), default=None)
+
+    def victim_pool(
+        self,
+        workload: PendingWorkload,
+        index: FreeIndex,
+        include_protected: bool,
+        at_checkpoint: bool = False,
+    ) -> VictimPool:
         """Who ``workload`` may preempt now on ``index``'s nodes, in preemption order, cached until
-        anything changes."""
-        order = self.victims.victim_order(workload, include_protected)
+        anything changes (``at_checkpoint``: resumable victims as at their next checkpoint)."""
+        order = self.victims.victim_order(workload, include_protected, at_checkpoint)
         pool = order.pools.get(index)
         if pool is None:
             if order.victims is None:

@@ -265,6 +265,14 @@ def protected_work(until: float) -> Outcome:
     return outcome(ReasonCode.PROTECTED_WORK, message, until, protected_until=until)
 
 
+def waiting_for_checkpoint(at: float) -> Outcome:
+    message = (
+        f"waiting for GPUs: the work it could replace saves its progress at ~{clock(at)}; "
+        "taken sooner, it would lose what it did since its last checkpoint"
+    )
+    return outcome(ReasonCode.WAITING_FOR_GPUS, message, at, checkpoint_at=at)
+
+
 def reserved_for(workload: PendingWorkload, start_at: float | None) -> Outcome:
     message = f"nodes are held for {article(workload.gpus)} {workload.gpus}-GPU job that starts at ~{clock(start_at)}"
     return outcome(

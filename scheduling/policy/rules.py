@@ -70,6 +70,16 @@ def work_lost(workload: RunningWorkload, now: float, config: PolicyConfig | None
     return (workload.gpus * ((now - workload.started_at) % interval), workload.id)
 
 
+def next_checkpoint(workload: RunningWorkload, now: float) -> float | None:
+    """When resumable ``workload`` next saves its progress after ``now`` (checkpoints at
+    ``started_at`` + k ``checkpoint_interval_s``), from which on a preemption throws nothing away
+    (``work_lost``); None: it is not resumable or declares no interval."""
+    interval = workload.checkpoint_interval_s
+    if not workload.resumable or not interval or interval <= 0:
+        return None
+    return now + interval - (now - workload.started_at) % interval
+
+
 def goodput_victim_key(
     workload: RunningWorkload, now: float, config: PolicyConfig
 ) -> tuple[bool, bool, float]:
@@ -95,18 +105,25 @@ def loses_work_allowed(preemptor_ratio: float) -> bool:
 
 
 def acceptable_loss(
-    victim: RunningWorkload, now: float, config: PolicyConfig, may_end: bool, may_lose: bool
+    victim: RunningWorkload,
+    now: float,
+    config: PolicyConfig,
+    may_end: bool,
+    may_lose: bool,
+    at_checkpoint: bool = False,
 ) -> bool:
     """May rebalancing preempt funded ``victim``, judged by the work it would throw away? Work
     that is not resumable only when ending it is allowed (``may_end``: ``ends_work_allowed``).
     Resumable work that loses nothing (``work_lost``) always; otherwise only when losing work is
     allowed (``may_lose``: ``loses_work_allowed``) and it lost at most
     ``config.max_loss_per_gpu_s`` seconds of each GPU's work since its last checkpoint, so a
-    victim about to checkpoint is left to do it and taken after (None: any loss, always)."""
+    victim about to checkpoint is left to do it and taken after (None: any loss, always).
+    ``at_checkpoint``: judged as at its next checkpoint, when resumable work loses nothing (to
+    tell a preemptor what it waits for: ``Preemptor.blocked_by_loss``)."""
     if not victim.resumable:
         return may_end
     limit = config.max_loss_per_gpu_s
-    if limit is None:
+    if limit is None or at_checkpoint:
         return True
     lost = work_lost(victim, now, config)[0]
     return lost <= 0 or (may_lose and lost <= limit * victim.gpus)

@@ -43,20 +43,28 @@ class VictimOrders:
         self.unshielded: dict[str, list[RunningWorkload]] = {}  # see ``_unshielded``
         self.ordered_keys: set[tuple[str, bool]] = set()  # candidates put in order (``in_order``)
 
-    def victim_order(self, workload: PendingWorkload, include_protected: bool) -> _Order:
+    def victim_order(
+        self, workload: PendingWorkload, include_protected: bool, at_checkpoint: bool = False
+    ) -> _Order:
         """Whose work ``workload`` may preempt in this standing, as the first workload of its key
-        (allocation, its user when its own work is a candidate, priority, ``include_protected``)
-        decides it: later ones of the key, whatever their GPUs, reuse the order until the
+        (allocation, its user when its own work is a candidate, priority, ``include_protected``,
+        ``at_checkpoint``: resumable victims judged as at their next checkpoint) decides it: later ones of the key, whatever their GPUs, reuse the order until the
         generation changes. Nothing is worked out here (``_allowed``, ``_reachable``): an order is
         read only in the generation it was made in, in which nothing it reads changes (the tree
         is charged only by a start or an eviction, each a new generation), so working it out
         later gives what working it out now would. Most attempts never need the whole of it."""
         own = self.capacity.candidates.get((workload.allocation, True))
-        key = (workload.allocation, workload.user if own else None, workload.priority, include_protected)
+        key = (
+            workload.allocation,
+            workload.user if own else None,
+            workload.priority,
+            include_protected,
+            at_checkpoint,
+        )
         cached = self.pools.get(key)
         if cached is not None and cached[0] == self.changes.generation:
             return cached[1]
-        order = _Order(workload, self.changes.generation, include_protected)
+        order = _Order(workload, self.changes.generation, include_protected, at_checkpoint)
         self.pools[key] = (self.changes.generation, order)
         return order
 
@@ -262,9 +270,9 @@ class VictimOrders:
         may_end = ends_work_allowed(ratio, config)
         if may_end and config.max_loss_per_gpu_s is None:
             return True
-        now, may_lose = self.now, loses_work_allowed(ratio)
+        now, may_lose, at_checkpoint = self.now, loses_work_allowed(ratio), order.at_checkpoint
         may_end = may_end and not peer
-        return lambda victim: acceptable_loss(victim, now, config, may_end, may_lose)
+        return lambda victim: acceptable_loss(victim, now, config, may_end, may_lose, at_checkpoint)
 
     def charged(self, order: _Order) -> dict[str, float]:
         """The preemptor's chain as charging ``order``'s workload would leave it (made once)."""
@@ -315,6 +323,7 @@ class _Order:
 
     __slots__ = (
         "allowed",
+        "at_checkpoint",
         "charged",
         "clearable",
         "generation",
@@ -328,10 +337,17 @@ class _Order:
         "workload",
     )
 
-    def __init__(self, workload: PendingWorkload, generation: int, include_protected: bool = False) -> None:
+    def __init__(
+        self,
+        workload: PendingWorkload,
+        generation: int,
+        include_protected: bool = False,
+        at_checkpoint: bool = False,
+    ) -> None:
         self.workload = workload
         self.generation = generation
         self.include_protected = include_protected
+        self.at_checkpoint = at_checkpoint
         self.allowed: dict | None = None  # worked out when first needed (``VictimOrders.allowed``)
         self.charged: dict[str, float] | None = None
         self.peers: set[str] | None = None

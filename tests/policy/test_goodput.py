@@ -154,6 +154,21 @@ def test_a_narrow_job_does_not_throw_away_a_gangs_work():
     assert preempted(ON, gang_past_its_checkpoint(one_gpu), NOW + 28 * MINUTE) == [21]
 
 
+def test_a_job_kept_waiting_for_a_gangs_checkpoint_is_told_when_it_is():
+    # The gang checkpointed 2 minutes ago, every 30 minutes: it saves next at NOW + 28 minutes,
+    # when the one-GPU job may take it losing nothing (see the test above). The job is told so,
+    # with that time as its estimated start, not a bare "waiting for GPUs".
+    one_gpu = pending(1, "org/a", 1)
+    reason = plan(gang_past_its_checkpoint(one_gpu), NOW, ON).reasons.get(1)
+    assert reason is not None and reason.code == "WAITING_FOR_GPUS"
+    assert "saves its progress at ~" in reason.message
+    assert "since its last checkpoint" in reason.message
+    assert reason.estimated_start == NOW + 28 * MINUTE
+    assert reason.params["checkpoint_at"] == NOW + 28 * MINUTE
+    # without the loss limit it preempts at once
+    assert plan(gang_past_its_checkpoint(one_gpu), NOW, replace(ON, max_loss_per_gpu_s=None)).starts
+
+
 def test_an_idle_session_goes_before_a_busy_one():
     # Two interactive sessions of org/b, past their protection: 21 busy and started an hour ago,
     # 22 idle and started three hours ago (more work to lose, if it were working).
