@@ -96,7 +96,9 @@ class Preemptor:
     def blocked_by_loss(self, workload: PendingWorkload, shape: Shape, index: FreeIndex) -> float | None:
         """When the work it could replace has saved its progress, when the work its victims would
         throw away since their last checkpoints is all that stands in the way (the loss rules:
-        ``rules.acceptable_loss``, ``rules.worth_losing``); else None."""
+        ``rules.acceptable_loss``, ``rules.worth_losing``); else None (always, without a loss limit)."""
+        if self.config.max_loss_per_gpu_s is None:
+            return None
         wider = self.victim_pool(workload, index, include_protected=False, at_checkpoint=True)
         if wider.hopeless(shape, index):
             return None
