@@ -4,14 +4,14 @@ the explain phase resolves each distinct key once, on the pass's final state."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
 from operator import attrgetter, itemgetter
 
 from scheduling.policy import reasons
 from scheduling.policy.capacity import Capacity
 from scheduling.policy.outcome_keys import Attempt, CheckProtected, NoCapacity, OutcomeKey, Settled
-from scheduling.policy.placement import Shape
+from scheduling.policy.placement import FreeIndex, Shape
 from scheduling.policy.preempting import Preemptor
 from scheduling.policy.reservation import INFINITE
 from scheduling.policy.reserving import Reserver
@@ -214,9 +214,10 @@ class Explainer:
         return reasons.Reasons(explained, outcomes, positions)
 
     def _replay_protected(self, segments: list, last: int) -> None:
-        """Judge protection for every walked key up to position ``last`` in the order ``explain``
-        does: a judgement caches victim pools (per standing, not per shape) and charges the tree
-        and back, so an earlier one can change a later one; the same order gives the same result."""
+        """Judge protection and checkpoints (``_standing_in_the_way``) for every walked key up to
+        position ``last`` in the order ``explain`` does: a judgement caches victim pools (per
+        standing, not per shape) and charges the tree and back, so an earlier one can change a
+        later one; the same order gives the same result."""
         before = 0
         for _, workloads, keys in segments:
             if before >= last:
@@ -225,7 +226,7 @@ class Explainer:
                 walked = keys[: last - before]
                 for key in dict.fromkeys(walked):  # distinct keys, in order of first appearance
                     if isinstance(key, CheckProtected):
-                        self.protected_until(key.attempt, key.may_use_reserved)
+                        self._standing_in_the_way(key)
             before += len(workloads)
 
     def _untried_key(self, allocation: str, workload: PendingWorkload) -> Settled | NoCapacity:
@@ -314,8 +315,25 @@ class Explainer:
     def checkpoint_at(self, attempt: Attempt, may_use_reserved: bool) -> float | None:
         """When a failed preemption would succeed because its victims have saved their progress
         (``Preemptor.blocked_by_loss``); None: the work they would lose is not what stands in the
-        way. Judged on the pass's final state, once per attempt and whether it may use reserved nodes."""
-        memo = self.saving
+        way."""
+        return self._judged(self.saving, attempt, may_use_reserved, self.preemptor.blocked_by_loss)
+
+    def protected_until(self, attempt: Attempt, may_use_reserved: bool) -> float | None:
+        """When a failed preemption would succeed if protected work were fair game: until when that
+        work is protected (``Preemptor.blocked_by_protection``; None: protection is not what
+        stands in the way)."""
+        return self._judged(self.protected, attempt, may_use_reserved, self.preemptor.blocked_by_protection)
+
+    def _judged(
+        self,
+        memo: dict[tuple[Attempt, bool], float | None],
+        attempt: Attempt,
+        may_use_reserved: bool,
+        blocked: Callable[[PendingWorkload, Shape, FreeIndex], float | None],
+    ) -> float | None:
+        """``blocked`` asked for a failed ``attempt`` (a stand-in of its key) on the unreserved
+        nodes, then on the reserved ones if it may use them: the first answer that is not None.
+        Judged on the pass's final state, once per attempt and ``may_use_reserved`` (``memo``)."""
         if (attempt, may_use_reserved) not in memo:
             shape, allocation, user, priority = attempt
             stand_in = PendingWorkload(
@@ -324,27 +342,7 @@ class Explainer:
             memo[(attempt, may_use_reserved)] = None
             capacity = self.capacity
             for index in (capacity.index, capacity.reserved) if may_use_reserved else (capacity.index,):
-                found = self.preemptor.blocked_by_loss(stand_in, shape, index)
-                if found is not None:
-                    memo[(attempt, may_use_reserved)] = found
-                    break
-        return memo[(attempt, may_use_reserved)]
-
-    def protected_until(self, attempt: Attempt, may_use_reserved: bool) -> float | None:
-        """When a failed preemption would succeed if protected work were fair game: until when that
-        work is protected (None: protection is not what stands in the way). Judged on the pass's
-        final state, once per attempt and whether it may use reserved nodes."""
-        memo = self.protected
-        if (attempt, may_use_reserved) not in memo:
-            shape, allocation, user, priority = attempt
-            stand_in = PendingWorkload(
-                -1, allocation, user, shape[0], 0.0, shape[1], shape[2], priority=priority
-            )
-            memo[(attempt, may_use_reserved)] = None
-            capacity, preemptor = self.capacity, self.preemptor
-            for index in (capacity.index, capacity.reserved) if may_use_reserved else (capacity.index,):
-                pool = preemptor.victim_pool(stand_in, index, include_protected=False)
-                found = preemptor.blocked_by_protection(stand_in, shape, pool, index)
+                found = blocked(stand_in, shape, index)
                 if found is not None:
                     memo[(attempt, may_use_reserved)] = found
                     break

@@ -82,9 +82,10 @@ class Preemptor:
         return failed
 
     def blocked_by_protection(
-        self, workload: PendingWorkload, shape: Shape, pool: VictimPool, index: FreeIndex
+        self, workload: PendingWorkload, shape: Shape, index: FreeIndex
     ) -> float | None:
         """Until when protected work stands in the way, when it is all that does; else None."""
+        pool = self.victim_pool(workload, index, include_protected=False)
         wider = self.victim_pool(workload, index, include_protected=True)
         if len(wider.ordered) == len(pool.ordered) or wider.hopeless(shape, index):
             return None

@@ -165,6 +165,8 @@ def test_a_job_kept_waiting_for_a_gangs_checkpoint_is_told_when_it_is():
     assert "since its last checkpoint" in reason.message
     assert reason.estimated_start == NOW + 28 * MINUTE
     assert reason.params["checkpoint_at"] == NOW + 28 * MINUTE
+    # asked for this job's reason alone (as a page does), the same reason
+    assert plan(gang_past_its_checkpoint(one_gpu), NOW, ON, explain=frozenset({1})).reasons.get(1) == reason
     # without the loss limit it preempts at once
     assert plan(gang_past_its_checkpoint(one_gpu), NOW, replace(ON, max_loss_per_gpu_s=None)).starts
 
