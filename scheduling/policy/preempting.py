@@ -50,7 +50,7 @@ class Preemptor:
         """Evict the fewest victims that free a placement for ``workload`` on unreserved nodes, or
         also on reserved ones for work that may backfill them (``Preempted``: it may start); else
         the failed ``Attempt`` (whether protected work stands in the way is judged when explaining)."""
-        # (short work may lose more: ``rules.worth_losing``)
+        # (short work may lose more: ``rules.loss_allowance``)
         memo_key = (shape, workload.allocation, workload.priority, backfill, is_short(workload, self.config))
         failed = self.no_preempt.get(memo_key)
         if failed is not None:

@@ -111,6 +111,7 @@ def acceptable_loss(
     may_end: bool,
     may_lose: bool,
     at_checkpoint: bool = False,
+    short_bound: float | None = None,
 ) -> bool:
     """May rebalancing preempt funded ``victim``, judged by the work it would throw away? Work
     that is not resumable only when ending it is allowed (``may_end``: ``ends_work_allowed``).
@@ -118,31 +119,50 @@ def acceptable_loss(
     allowed (``may_lose``: ``loses_work_allowed``) and it lost at most
     ``config.max_loss_per_gpu_s`` seconds of each GPU's work since its last checkpoint, so a
     victim about to checkpoint is left to do it and taken after (None: any loss, always).
-    ``at_checkpoint``: judged as at its next checkpoint, when resumable work loses nothing (to
-    tell a preemptor what it waits for: ``Preemptor.blocked_by_loss``)."""
+    ``short_bound``: the preemptor is short work, which may make a victim lose up to this many
+    GPU-seconds whatever its standing (its ``loss_allowance``). ``at_checkpoint``: judged as at
+    its next checkpoint, when resumable work loses nothing (to tell a preemptor what it waits
+    for: ``Preemptor.blocked_by_loss``)."""
     if not victim.resumable:
         return may_end
     limit = config.max_loss_per_gpu_s
     if limit is None or at_checkpoint:
         return True
     lost = work_lost(victim, now, config)[0]
-    return lost <= 0 or (may_lose and lost <= limit * victim.gpus)
+    if lost <= 0:
+        return True
+    if short_bound is not None:
+        return lost <= short_bound
+    return may_lose and lost <= limit * victim.gpus
+
+
+def loss_allowance(preemptor: PendingWorkload, config: PolicyConfig) -> float | None:
+    """GPU-seconds of work since their last checkpoints (``work_lost``) that the victims of one
+    preemption for ``preemptor`` may lose together (None: any, without a loss limit):
+    ``config.max_loss_per_gpu_s`` for each GPU it gets. Short work (``is_short``) may cost up to
+    ``config.short_max_runtime_s`` per GPU, at most the work it does itself, whatever its
+    allocation's standing: the lane promises it a start within seconds, and a victim's next
+    checkpoint may be half an hour away."""
+    limit = config.max_loss_per_gpu_s
+    if limit is None:
+        return None
+    per_gpu = config.short_max_runtime_s if is_short(preemptor, config) else limit
+    return per_gpu * preemptor.gpus
 
 
 def worth_losing(
     victims: Iterable[RunningWorkload], preemptor: PendingWorkload, now: float, config: PolicyConfig
 ) -> bool:
     """Is a preemption worth the work its victims throw away? Together the funded resumable
-    victims may lose at most ``config.max_loss_per_gpu_s`` seconds of work since their last
-    checkpoints (``work_lost``) for each GPU the preemptor gets, so a one-GPU job does not cost
-    a 32-GPU gang three minutes of work on each of its GPUs (``acceptable_loss`` bounds each
-    victim by its own GPUs). Short work (``is_short``) is exempt: its lane promises a start within
-    seconds. (Work that is not resumable is ``acceptable_loss``'s alone; None: any loss.)"""
-    limit = config.max_loss_per_gpu_s
-    if limit is None or is_short(preemptor, config):
+    victims may lose at most ``loss_allowance``: three minutes (``max_loss_per_gpu_s``) for each
+    GPU the preemptor gets, so a one-GPU job does not cost a 32-GPU gang three minutes of work on
+    each of its GPUs (``acceptable_loss`` bounds each victim by its own GPUs); short work at most
+    what it does itself. (Work that is not resumable is ``acceptable_loss``'s alone.)"""
+    allowance = loss_allowance(preemptor, config)
+    if allowance is None:
         return True
     lost = sum(work_lost(victim, now, config)[0] for victim in victims if victim.funded and victim.resumable)
-    return lost <= limit * preemptor.gpus
+    return lost <= allowance
 
 
 def clear_gap(victim_ratio: float, preemptor_ratio: float, config: PolicyConfig) -> bool:

@@ -18,7 +18,9 @@ from scheduling.policy.rules import (
     ends_work_allowed,
     goodput_victim_key,
     is_protected,
+    is_short,
     loses_work_allowed,
+    loss_allowance,
     work_lost,
 )
 from scheduling.policy.standing import Standing
@@ -48,7 +50,8 @@ class VictimOrders:
     ) -> _Order:
         """Whose work ``workload`` may preempt in this standing, as the first workload of its key
         (allocation, its user when its own work is a candidate, priority, ``include_protected``,
-        ``at_checkpoint``: resumable victims judged as at their next checkpoint) decides it: later ones of the key, whatever their GPUs, reuse the order until the
+        ``at_checkpoint``: resumable victims judged as at their next checkpoint; for short work,
+        its GPUs, which bound what its victims may lose: ``rules.loss_allowance``) decides it: later ones of the key, whatever their GPUs, reuse the order until the
         generation changes. Nothing is worked out here (``_allowed``, ``_reachable``): an order is
         read only in the generation it was made in, in which nothing it reads changes (the tree
         is charged only by a start or an eviction, each a new generation), so working it out
@@ -60,6 +63,7 @@ class VictimOrders:
             workload.priority,
             include_protected,
             at_checkpoint,
+            workload.gpus if is_short(workload, self.config) else 0,
         )
         cached = self.pools.get(key)
         if cached is not None and cached[0] == self.changes.generation:
@@ -262,7 +266,8 @@ class VictimOrders:
         the preemptor's own): all of its candidates, or only the work whose loss is acceptable
         (``rules.acceptable_loss``): ending work needs a clearer margin than the preemptor may
         have (``rules.ends_work_allowed``), and never a peer's; losing work since a checkpoint
-        needs the preemptor under its share (``rules.loses_work_allowed``)."""
+        needs the preemptor under its share (``rules.loses_work_allowed``), unless it is short
+        work, which may lose its ``rules.loss_allowance`` whatever its standing."""
         config = self.config
         if config.end_work_margin <= 0 and config.max_loss_per_gpu_s is None:
             return True
@@ -272,7 +277,9 @@ class VictimOrders:
             return True
         now, may_lose, at_checkpoint = self.now, loses_work_allowed(ratio), order.at_checkpoint
         may_end = may_end and not peer
-        return lambda victim: acceptable_loss(victim, now, config, may_end, may_lose, at_checkpoint)
+        workload = order.workload
+        bound = loss_allowance(workload, config) if is_short(workload, config) else None
+        return lambda victim: acceptable_loss(victim, now, config, may_end, may_lose, at_checkpoint, bound)
 
     def charged(self, order: _Order) -> dict[str, float]:
         """The preemptor's chain as charging ``order``'s workload would leave it (made once)."""

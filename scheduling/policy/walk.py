@@ -33,7 +33,7 @@ CHECK_AFTER_MISSES = 32  # workloads tried in a row without a start before askin
 # What decides how a workload fails while nothing frees up: (GPUs, GPUs per node, GPU type: its
 # shape; allocation: its funding, standing and limits; priority; may it use reserved nodes, as
 # far as the workload decides it: ``rules.backfill_test``; is it short work, which has a lane and
-# is exempt from ``rules.worth_losing``: ``rules.is_short``, False where nothing treats short
+# its own ``rules.loss_allowance``: ``rules.is_short``, False where nothing treats short
 # work apart, ``rules.short_work_apart``). A plain tuple: the walk builds one for nearly every
 # pending workload, and a NamedTuple's construction measured 0.38 us more each here (0.45
 # against 0.07 us; ~20 ms in a pass over 50,000 pending, ~110 ms of CPU; benchmarks.policy_pass).

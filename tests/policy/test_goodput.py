@@ -123,15 +123,15 @@ def test_a_peer_far_from_its_checkpoint_is_left_to_save_its_work_first_too():
     assert preempted(ON, state(False)) == preempted(ON, state(False), NOW + MINUTE) == []
 
 
-def gang_past_its_checkpoint(*waiting):
+def gang_past_its_checkpoint(*waiting, minutes: float = 2):
     """org/b's resumable 32-GPU gang fills the 4 nodes; it checkpoints every 30 minutes and did
-    2 minutes ago, so each of its GPUs would lose 2 minutes (within the 3-minute limit): 64
-    GPU-minutes in all. org/a, unused, waits with ``waiting``."""
+    ``minutes`` ago, so each of its GPUs would lose that long (2: within the 3-minute limit, 64
+    GPU-minutes in all). org/a, unused, waits with ``waiting``."""
     gang = running(
         21,
         "org/b",
         {"n0": 8, "n1": 8, "n2": 8, "n3": 8},
-        started_at=NOW - 2 * HOUR - 2 * MINUTE,
+        started_at=NOW - 2 * HOUR - minutes * MINUTE,
         checkpoint_interval_s=1800.0,
     )
     return snapshot(TWO, nodes(4), run=[gang], queue=list(waiting), usage=OVER_SERVED)
@@ -139,19 +139,38 @@ def gang_past_its_checkpoint(*waiting):
 
 def test_a_narrow_job_does_not_throw_away_a_gangs_work():
     # Together the victims may lose 3 minutes for each GPU the preemptor gets: a one-GPU batch
-    # job may cost 3 GPU-minutes, not the gang's 64; a 32-GPU job may cost 96. Short work is
-    # exempt (its lane promises seconds); at the gang's next checkpoint nothing is lost.
+    # job may cost 3 GPU-minutes, not the gang's 64; a 32-GPU job may cost 96. At the gang's
+    # next checkpoint nothing is lost.
     one_gpu = pending(1, "org/a", 1)
     assert preempted(ON, gang_past_its_checkpoint(one_gpu)) == []
     assert preempted(replace(ON, max_loss_per_gpu_s=None), gang_past_its_checkpoint(one_gpu)) == [21]
     assert preempted(ON, gang_past_its_checkpoint(pending(1, "org/a", 32))) == [21]
-    debug = pending(1, "org/a", 1, workload_class="debug", max_runtime_s=600.0)
-    assert preempted(ON, gang_past_its_checkpoint(debug)) == [21]
-    # the batch job, first in line, fails; the debug job of the same shape still preempts
-    both = plan(gang_past_its_checkpoint(one_gpu, replace(debug, id=2)), NOW, ON, explain=False)
-    assert [p.workload_id for p in both.preemptions] == [21]
-    assert {s.workload_id for s in both.starts} == {1, 2}  # the gang's GPUs go to both
     assert preempted(ON, gang_past_its_checkpoint(one_gpu), NOW + 28 * MINUTE) == [21]
+
+
+def test_short_work_may_cost_its_victims_at_most_the_work_it_does():
+    # Short work may make its victims lose up to 30 minutes (short_max_runtime_s) for each GPU it
+    # gets. One minute past its checkpoint the gang would lose 32 GPU-minutes: more than a
+    # one-GPU debug job's 30, less than a two-GPU one's 60; two minutes past, 64: more than either.
+    debug = pending(1, "org/a", 1, workload_class="debug", max_runtime_s=600.0)
+    pair = replace(debug, gpus=2)
+    assert ON.short_max_runtime_s == 30 * MINUTE
+    assert preempted(ON, gang_past_its_checkpoint(debug, minutes=1)) == []
+    assert preempted(ON, gang_past_its_checkpoint(pair, minutes=1)) == [21]
+    assert preempted(ON, gang_past_its_checkpoint(pair, minutes=2)) == []
+    # batch work of that width may cost 6 GPU-minutes: it waits; first in line, it fails, and
+    # the debug job of the same shape behind it still preempts; the gang's GPUs go to both
+    batch = replace(pair, workload_class="batch", max_runtime_s=None)
+    assert preempted(ON, gang_past_its_checkpoint(batch, minutes=1)) == []
+    both = plan(gang_past_its_checkpoint(batch, replace(pair, id=2), minutes=1), NOW, ON, explain=False)
+    assert [p.workload_id for p in both.preemptions] == [21]
+    assert {s.workload_id for s in both.starts} == {1, 2}
+    # Whatever its allocation's standing: org/a is over its share, so its batch job may not make
+    # org/b's job lose its 2 minutes on 8 GPUs (16 GPU-minutes); its one-GPU debug job may.
+    over = over_its_share(2)
+    assert preempted(ON, over) == []
+    assert preempted(ON, replace(over, pending=(debug,))) == [51]
+    assert preempted(ON, replace(over_its_share(29), pending=(debug,))) == []  # 232 GPU-minutes
 
 
 def test_a_job_kept_waiting_for_a_gangs_checkpoint_is_told_when_it_is():
