@@ -50,7 +50,8 @@ class Cluster(models.Model):
         validators=[MinValueValidator(0.0)],
         help_text="A resumable victim may lose at most this many seconds of each GPU's work since its "
         "last checkpoint, and only to serve an allocation under its share; one further from its "
-        "checkpoint is left to save first (empty: any loss, for any allocation).",
+        "checkpoint is left to save first (empty: any loss, for any allocation). Short work's "
+        "victims may lose up to the short maximum runtime per GPU it gets, for any allocation.",
     )
     drain_release = models.BooleanField(
         default=GOODPUT["drain_release"],
@@ -72,7 +73,8 @@ class Cluster(models.Model):
     short_max_runtime_s = models.PositiveIntegerField(
         default=1800,
         validators=[MinValueValidator(60), MaxValueValidator(24 * 3600)],
-        help_text="Short work: debug or interactive, or a declared maximum runtime at most this long.",
+        help_text="Short work: debug or interactive, or a declared maximum runtime at most this long; "
+        "its victims may lose this much work per GPU it gets.",
     )
     short_max_gpus = models.PositiveIntegerField(
         default=2,

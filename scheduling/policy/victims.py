@@ -51,11 +51,12 @@ class VictimOrders:
         """Whose work ``workload`` may preempt in this standing, as the first workload of its key
         (allocation, its user when its own work is a candidate, priority, ``include_protected``,
         ``at_checkpoint``: resumable victims judged as at their next checkpoint; for short work,
-        its GPUs, which bound what its victims may lose: ``rules.loss_allowance``) decides it: later ones of the key, whatever their GPUs, reuse the order until the
-        generation changes. Nothing is worked out here (``_allowed``, ``_reachable``): an order is
-        read only in the generation it was made in, in which nothing it reads changes (the tree
-        is charged only by a start or an eviction, each a new generation), so working it out
-        later gives what working it out now would. Most attempts never need the whole of it."""
+        its GPUs, which bound what its victims may lose: ``rules.loss_allowance``) decides it:
+        later ones of the key, whatever their GPUs, reuse the order until the generation changes.
+        Nothing is worked out here (``_allowed``, ``_reachable``): an order is read only in the
+        generation it was made in, in which nothing it reads changes (the tree is charged only by
+        a start or an eviction, each a new generation), so working it out later gives what
+        working it out now would. Most attempts never need the whole of it."""
         own = self.capacity.candidates.get((workload.allocation, True))
         key = (
             workload.allocation,
