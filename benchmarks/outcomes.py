@@ -10,8 +10,9 @@ numbers of issue 17's acceptance and ``wall_s``. Progress goes to stderr.
 - ``--traces DIR``: the traces folder (default ``../shared/traces`` beside the repository).
 - ``--only NAME`` (a trace's name or ``ai2``; repeatable), ``--policy P`` (repeatable),
   ``--days N`` (replay at most N days of each): a quick run.
-- ``--markdown``: print the tables docs/simulator.md shows instead of JSON lines (every run, then
-  fair share against the best baseline on each acceptance measure);
+- ``--markdown``: print the tables docs/simulator.md shows instead of JSON lines (every run,
+  fair share against the best baseline on each acceptance measure, then each acceptance target
+  with the inputs where fair share meets it and those where it does not);
   ``--from FILE.jsonl`` makes that table from an earlier run's lines without simulating.
 
 Each line: ``trace``, ``policy``, ``days``, ``jobs``, ``gpus``; ``delivered_owed_ratio`` and
@@ -32,7 +33,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from operator import itemgetter
 from pathlib import Path
@@ -235,12 +236,17 @@ def markdown(lines: Sequence[dict]) -> str:
     return head + rule + "".join(rows)
 
 
-def against_baselines(lines: Sequence[dict], policy: str = "fairshare") -> str:
-    """Per trace, ``policy`` against the best baseline on each of issue 17's acceptance measures
-    (the best baseline per measure: most jobs completed, most goodput; ``easy`` for the widest band)."""
+def _by_trace(lines: Sequence[dict]) -> dict[str, dict[str, dict]]:
+    """trace -> policy -> its line, in the order given."""
     by_trace: dict[str, dict[str, dict]] = {}
     for line in lines:
         by_trace.setdefault(line["trace"], {})[line["policy"]] = line
+    return by_trace
+
+
+def against_baselines(lines: Sequence[dict], policy: str = "fairshare") -> str:
+    """Per trace, ``policy`` against the best baseline on each of issue 17's acceptance measures
+    (the best baseline per measure: most jobs completed, most goodput; ``easy`` for the widest band)."""
     head = (
         "| trace | delivered / owed | lowest team | funded debug+interactive p90 (s) "
         "| jobs completed / best baseline | funded jobs completed / best baseline "
@@ -248,7 +254,7 @@ def against_baselines(lines: Sequence[dict], policy: str = "fairshare") -> str:
         "| widest band's funded p90 / easy's | occupancy when contended |\n"
     )
     rows = [head, "|---|---|---|---|---|---|---|---|---|---|\n"]
-    for trace, runs in by_trace.items():
+    for trace, runs in _by_trace(lines).items():
         line, others = runs.get(policy), [run for name, run in runs.items() if name != policy]
         if line is None or not others:
             continue
@@ -256,14 +262,107 @@ def against_baselines(lines: Sequence[dict], policy: str = "fairshare") -> str:
             _fixed(line.get("delivered_owed_ratio"), 2),
             _lowest_team(line),
             _count(line.get("funded_debug_interactive_wait_p90_s")),
-            _share_of_best(line, others, "jobs_completed"),
-            _share_of_best(line, others, "funded_jobs_completed"),
-            _share_of_best(line, others, "goodput_gpu_hours"),
+            _against(share_of_best(line, runs, "jobs_completed", policy)),
+            _against(share_of_best(line, runs, "funded_jobs_completed", policy)),
+            _against(share_of_best(line, runs, "goodput_gpu_hours", policy)),
             _percent(line.get("lost_preemption_share")),
-            _band_against(line, runs.get("easy")),
+            _against(band_against_easy(line, runs)),
             _fixed(line.get("occupancy_when_contended"), 3),
         ]
         rows.append(f"| {trace} | " + " | ".join(cells) + " |\n")
+    return "".join(rows)
+
+
+def share_of_best(line: dict, runs: dict[str, dict], key: str, policy: str) -> tuple[float, str] | None:
+    """``line[key]`` over the best other policy's (the largest) and that policy's name; None when
+    either is missing or the best is 0."""
+    others = [run for name, run in runs.items() if name != policy]
+    best = max(others, key=lambda other: other.get(key) or 0, default=None)
+    if best is None or not best.get(key) or line.get(key) is None:
+        return None
+    return line[key] / best[key], best["policy"]
+
+
+def band_against_easy(line: dict, runs: dict[str, dict]) -> tuple[float, str] | None:
+    """The widest band's funded p90 over ``easy``'s in the same band, and the band; None without
+    an ``easy`` run of the same widest band (or when its p90 is 0)."""
+    easy, band = runs.get("easy"), line.get("widest_band")
+    if easy is None or band is None or easy.get("widest_band") != band:
+        return None
+    mine, theirs = line.get("widest_band_funded_wait_p90_s"), easy.get("widest_band_funded_wait_p90_s")
+    return None if mine is None or not theirs else (mine / theirs, band)
+
+
+def _against(compared: tuple[float, str] | None) -> str:
+    return "-" if compared is None else f"{compared[0]:.2f} ({compared[1]})"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One of issue 17's acceptance targets: its words, what it measures of one input's runs
+    (``measure(line, runs)``: the policy's line, every run of that input by policy; None when not
+    measured), the bound, and whether the measure must be at least (else at most) the bound."""
+
+    words: str
+    measure: Callable[[dict, dict[str, dict]], float | None]
+    bound: float
+    at_least: bool
+    shown: Callable[[float], str]
+
+    def met(self, value: float) -> bool:
+        return value >= self.bound if self.at_least else value <= self.bound
+
+
+def _ratio_to_best(key: str) -> Callable[[dict, dict[str, dict]], float | None]:
+    def measure(line: dict, runs: dict[str, dict]) -> float | None:
+        compared = share_of_best(line, runs, key, line["policy"])
+        return None if compared is None else compared[0]
+
+    return measure
+
+
+def _band_ratio(line: dict, runs: dict[str, dict]) -> float | None:
+    compared = band_against_easy(line, runs)
+    return None if compared is None else compared[0]
+
+
+TARGETS = (
+    Target("delivered / owed >= 0.99", lambda line, _: line.get("delivered_owed_ratio"), 0.99, True,
+           lambda value: f"{value:.4f}"),
+    Target("every allocation with owed > 0 at >= 95%",
+           lambda line, _: line.get("min_team_delivered_owed_ratio"), 0.95, True, lambda value: f"{value:.2f}"),
+    Target("funded debug and interactive p90 <= 30 s",
+           lambda line, _: line.get("funded_debug_interactive_wait_p90_s"), 30.0, False,
+           lambda value: f"{value:,.0f} s"),
+    Target("jobs completed >= 0.97 x the best baseline's", _ratio_to_best("jobs_completed"), 0.97, True,
+           lambda value: f"{value:.2f}"),
+    Target("goodput >= 0.97 x the best baseline's", _ratio_to_best("goodput_gpu_hours"), 0.97, True,
+           lambda value: f"{value:.2f}"),
+    Target("lost to preemption <= 1% of GPU-hours run", lambda line, _: line.get("lost_preemption_share"),
+           0.01, False, lambda value: f"{value * 100:.2f}%"),
+    Target("widest band's funded p90 <= 2 x easy's", _band_ratio, 2.0, False, lambda value: f"{value:.2f}"),
+    Target("occupancy when contended >= 0.97", lambda line, _: line.get("occupancy_when_contended"), 0.97, True,
+           lambda value: f"{value:.3f}"),
+)  # fmt: skip
+
+
+def verdicts(lines: Sequence[dict], policy: str = "fairshare") -> str:
+    """Per acceptance target (``TARGETS``), the inputs where ``policy`` meets it and those where
+    it does not, with the value measured there; an input where a target cannot be measured (no
+    baseline run, say) is in neither."""
+    rows = ["| target | met on | missed on (measured) |\n", "|---|---|---|\n"]
+    measured = [(trace, runs[policy], runs) for trace, runs in _by_trace(lines).items() if policy in runs]
+    for target in TARGETS:
+        met, missed = [], []
+        for trace, line, runs in measured:
+            value = target.measure(line, runs)
+            if value is None:
+                continue
+            if target.met(value):
+                met.append(trace)
+            else:
+                missed.append(f"{trace} ({target.shown(value)})")
+        rows.append(f"| {target.words} | {', '.join(met) or '-'} | {', '.join(missed) or '-'} |\n")
     return "".join(rows)
 
 
@@ -278,23 +377,8 @@ def _lowest_team(line: dict) -> str:
     return f"{ratio} (owed {owed:,.{digits}f} GPU-h)"
 
 
-def _share_of_best(line: dict, others: Sequence[dict], key: str) -> str:
-    best = max(others, key=lambda other: other.get(key) or 0)
-    if not best.get(key) or line.get(key) is None:
-        return "-"
-    return f"{line[key] / best[key]:.2f} ({best['policy']})"
-
-
 def _percent(value: object) -> str:
     return "-" if value is None else f"{float(value) * 100:.1f}%"  # type: ignore[arg-type]
-
-
-def _band_against(line: dict, easy: dict | None) -> str:
-    band = line.get("widest_band")
-    if easy is None or band is None or easy.get("widest_band") != band:
-        return "-"
-    mine, theirs = line.get("widest_band_funded_wait_p90_s"), easy.get("widest_band_funded_wait_p90_s")
-    return "-" if mine is None or not theirs else f"{mine / theirs:.2f} ({band})"
 
 
 def _fixed(value: object, digits: int) -> str:
@@ -335,7 +419,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
         lines = [
             json.loads(text) for text in Path(options.source).read_text(encoding="utf-8").splitlines() if text
         ]
-        out.write(markdown(lines) + "\n" + against_baselines(lines))
+        out.write(markdown(lines) + "\n" + against_baselines(lines) + "\n" + verdicts(lines))
         return 0
     unknown = [name for name in options.policy if name not in POLICIES]
     if unknown:
@@ -353,7 +437,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
         err.write(f"error: {error}\n")
         return 2
     if options.markdown:
-        out.write(markdown(lines) + "\n" + against_baselines(lines))
+        out.write(markdown(lines) + "\n" + against_baselines(lines) + "\n" + verdicts(lines))
     return 0
 
 

@@ -97,12 +97,14 @@ def test_the_markdown_table_has_one_row_per_trace_and_policy(traces, tmp_path):
 
     outcomes.main(["--from", str(saved)], table, StringIO())
 
-    runs, against = table.getvalue().split("\n\n")
+    runs, against, verdicts = table.getvalue().split("\n\n")
     head, rule, *rows = runs.splitlines()
     assert head.startswith("| trace | policy | delivered / owed |")
     assert rows == [rows[0]] and rows[0].startswith("| tiny | fifo | ")
     assert head.count("|") == rule.count("|") == rows[0].count("|")
     assert len(against.splitlines()) == 2  # no fairshare run: the comparison has no rows
+    # nor is any target met or missed anywhere
+    assert all(row.endswith("| - | - |") for row in verdicts.splitlines()[2:])
 
 
 def _line(policy, **numbers):
@@ -144,3 +146,29 @@ def test_the_lowest_team_comes_with_what_it_was_owed():
     lines = [{**_line("fairshare"), **line}, _line("fifo")]
     (row,) = outcomes.against_baselines(lines).splitlines()[2:]
     assert row.split(" | ")[2] == "0.32 (owed 2.6 GPU-h)"
+
+
+def test_each_target_names_the_inputs_that_meet_it_and_what_the_others_measured():
+    lines = [
+        _line("fairshare", delivered_owed_ratio=0.9923, min_team_delivered_owed_ratio=0.35,
+              funded_debug_interactive_wait_p90_s=1562.0, jobs_completed=97, goodput_gpu_hours=96.0,
+              lost_preemption_share=0.0005, widest_band_funded_wait_p90_s=201.0,
+              occupancy_when_contended=0.97),
+        _line("easy", jobs_completed=100, goodput_gpu_hours=100.0, widest_band_funded_wait_p90_s=100.0),
+        {**_line("fairshare", delivered_owed_ratio=0.9899, min_team_delivered_owed_ratio=0.95,
+                 funded_debug_interactive_wait_p90_s=30.0, jobs_completed=1, goodput_gpu_hours=1.0,
+                 lost_preemption_share=0.0101, occupancy_when_contended=0.969), "trace": "u"},
+    ]  # fmt: skip
+
+    rows = [row.split(" | ") for row in outcomes.verdicts(lines).splitlines()[2:]]
+
+    assert [(met, missed) for _, met, missed in rows] == [
+        ("t", "u (0.9899) |"),  # 0.9899 is under 0.99, though both show as 0.99 in the table above
+        ("u", "t (0.35) |"),
+        ("u", "t (1,562 s) |"),
+        ("t", "- |"),  # 0.97 of easy's jobs is enough; u has no baseline to compare with
+        ("-", "t (0.96) |"),
+        ("t", "u (1.01%) |"),
+        ("-", "t (2.01) |"),
+        ("t", "u (0.969) |"),
+    ]
