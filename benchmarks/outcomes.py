@@ -366,6 +366,11 @@ def verdicts(lines: Sequence[dict], policy: str = "fairshare") -> str:
     return "".join(rows)
 
 
+def tables(lines: Sequence[dict]) -> str:
+    """What ``--markdown`` prints: every run, fair share against the best baseline, the verdicts."""
+    return markdown(lines) + "\n" + against_baselines(lines) + "\n" + verdicts(lines)
+
+
 def _lowest_team(line: dict) -> str:
     """The lowest team's delivered/owed, with what it was owed: a team owed a few GPU-hours is
     decided by a handful of its jobs' waits."""
@@ -419,7 +424,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
         lines = [
             json.loads(text) for text in Path(options.source).read_text(encoding="utf-8").splitlines() if text
         ]
-        out.write(markdown(lines) + "\n" + against_baselines(lines) + "\n" + verdicts(lines))
+        out.write(tables(lines))
         return 0
     unknown = [name for name in options.policy if name not in POLICIES]
     if unknown:
@@ -437,7 +442,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, err: TextIO = 
         err.write(f"error: {error}\n")
         return 2
     if options.markdown:
-        out.write(markdown(lines) + "\n" + against_baselines(lines) + "\n" + verdicts(lines))
+        out.write(tables(lines))
     return 0
 
 
