@@ -29,6 +29,9 @@ def test_a_manager_sees_in_the_bell_that_their_team_fell_under_95_percent(
     login("manager")
     page.wait_for_selector("#bell")
     assert page.locator("#bell-count").count() == 0
+    # the bell is drawn, not an emoji that shows as an empty box where no emoji font is installed
+    drawn = page.locator("#bell svg").bounding_box()
+    assert drawn is not None and drawn["width"] >= 14 and drawn["height"] >= 14
     queue = unique_queue("bell")
     settings.NOTIFICATIONS_QUEUE = queue
     with worker_running(queue, NOTIFICATIONS_QUEUE=queue) as worker:
