@@ -133,13 +133,13 @@ def _under_owed(event: Event) -> Message:
     url = absolute_url(reverse("budgets:delivery", args=[cluster.slug, event.node_id]))
     return Message(f"{node.path} got {p['ratio'] * 100:.0f}% of what it was owed on {cluster.name}",
                    f"Over the last day, {node.path} on {cluster.name} was delivered "
-                   f"{p['delivered_gpu_h']:.0f} of the {p['owed_gpu_h']:.0f} GPU-hours it was owed "
+                   f"{p['delivered_gpu_h']:,.0f} of the {p['owed_gpu_h']:,.0f} GPU-hours it was owed "
                    f"({p['ratio'] * 100:.1f}%, under the 95% target).", url)  # fmt: skip
 
 
 def _digest(event: Event) -> Message:
     lines = [
-        f"- {row['path']} on {row['cluster']}: {row['delivered_gpu_h']:.0f} / {row['owed_gpu_h']:.0f} GPU-hours"
+        f"- {row['path']} on {row['cluster']}: {row['delivered_gpu_h']:,.0f} / {row['owed_gpu_h']:,.0f} GPU-hours"
         + (f" ({row['ratio'] * 100:.0f}%)" if row.get("ratio") is not None else "")
         for row in event.params.get("rows", [])
     ]

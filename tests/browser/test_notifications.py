@@ -44,6 +44,7 @@ def test_a_manager_sees_in_the_bell_that_their_team_fell_under_95_percent(
     page.click("#bell")
     item = page.locator("#notifications li.unread")
     assert "lumen-lab/language/pretraining got 80% of what it was owed on main" in item.text_content()
+    assert "was delivered 1,840 of the 2,300 GPU-hours it was owed (80.0%" in item.text_content()
     screenshot("notifications-bell-1280")
     page.click("#mark-all-read")
     page.wait_for_selector("#bell")
