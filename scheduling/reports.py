@@ -33,7 +33,7 @@ from scheduling.models import (
 )
 from scheduling.pass_cache import PendingMemory
 from scheduling.policy.session import PlanningSession
-from scheduling.wording import lost_work, preemption_words
+from scheduling.wording import lost_work, preemption_words, reason_name
 
 if TYPE_CHECKING:
     from scheduling.policy import Plan, PolicyConfig, Snapshot
@@ -300,6 +300,7 @@ class StartOption:
     estimated_start: datetime | None
     detail: str
     changes: Mapping[str, object] | None = None  # the workload fields it changes ("resubmit like this")
+    code: str | None = None  # the reason it would still wait (the API's ``code``; the page says its name)
 
     @property
     def phrase(self) -> str:
@@ -376,11 +377,18 @@ def _start_options(
             option.label[:1].upper() + option.label[1:],
             option.starts_now,
             datetime.fromtimestamp(option.estimated_start, tz=UTC) if option.estimated_start else None,
-            "would start in the next pass" if option.starts_now else f"would still wait ({option.code})",
+            "would start in the next pass" if option.starts_now else _still_waits(option.code),
             dict(option.changes),
+            None if option.starts_now else option.code,
         )
         for option in options
     ]
+
+
+def _still_waits(code: str | None) -> str:
+    """The words for an option that would still wait ("would still wait: nodes held for a larger job")."""
+    name = reason_name(code)
+    return f"would still wait: {name[:1].lower()}{name[1:]}"
 
 
 def start_options_for_pass(*, workload: Workload, now: datetime, memory: OptionsMemory) -> list[StartOption]:

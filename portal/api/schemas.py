@@ -238,7 +238,13 @@ class StartOptionSchema(s.Serializer):
     option = s.CharField()
     starts_now = s.BooleanField()
     estimated_start = s.DateTimeField(allow_null=True)
-    detail = s.CharField(allow_blank=True)
+    detail = s.CharField(
+        allow_blank=True, help_text="in words: would start in the next pass, or why it would still wait"
+    )
+    code = s.CharField(
+        allow_null=True, help_text="the reason code it would still wait with (null when it starts)"
+    )
+    changes = s.DictField(help_text="the workload fields the option changes")
 
 
 class StartOptionsSchema(s.Serializer):

@@ -176,6 +176,7 @@ def options_json(options: list[StartOption]) -> list[dict]:
             "starts_now": o.starts_now,
             "estimated_start": iso(o.estimated_start),
             "detail": o.detail,
+            "code": o.code,
             "changes": dict(o.changes or {}),
         }
         for o in options

@@ -21,10 +21,12 @@ GPUS = str(Path(sys.executable).parent / "gpus")
 
 
 def fill_the_cluster(lab) -> None:  # noqa: ANN001
-    """dave's four protected 8-GPU jobs take every GPU of main, so anything else waits."""
-    for _ in range(4):
+    """dave's four protected 8-GPU jobs take every GPU of main, so anything else waits; they
+    declare ends an hour apart."""
+    for hours in range(4):
         workload_submit(actor=lab.dave, cluster=lab.main, allocation_path="lab/language", gpus=8,
-                        min_runtime_s=4 * 3600, metadata={"duration_s": 86400})  # fmt: skip
+                        min_runtime_s=4 * 3600, max_runtime_s=(hours + 1) * 3600,
+                        metadata={"duration_s": 86400})  # fmt: skip
     run_pass(cluster_id=lab.main.pk, now=timezone.now())
 
 
@@ -126,7 +128,7 @@ def test_ls_lists_only_my_workloads_with_state_and_the_pending_sentence(gpus, la
 def test_why_gives_the_sentence_position_estimate_and_the_start_options(gpus, lab):
     fill_the_cluster(lab)
     waiting = submitted_id(
-        gpus("submit", "-a", "lab/vision/perception", "-g", "8", "--min-runtime", "1h", "--json")
+        gpus("submit", "-a", "lab/vision/perception", "-g", "16", "--min-runtime", "1h", "--json")
     )
     run_pass(cluster_id=lab.main.pk, now=timezone.now())
     reason = PendingReason.objects.get(workload_id=waiting)
@@ -141,6 +143,11 @@ def test_why_gives_the_sentence_position_estimate_and_the_start_options(gpus, la
     labels = [option["option"] for option in answer["start_options"]]
     for label in labels:
         assert f"  - {label}: " in ran.out
+    # fewer GPUs would start it when the first of dave's jobs ends, not now: each option says why
+    # it would still wait by the reason's plain name (its code stays in the JSON)
+    waits = {(option["detail"], option["code"]) for option in answer["start_options"]}
+    assert waits == {("would still wait: running work is still protected", "PROTECTED_WORK")}
+    assert "  - With 8 GPUs: would still wait: running work is still protected" in ran.out
 
 
 def test_queue_shows_the_clusters_order_with_the_pages_filters(gpus, lab):
