@@ -178,6 +178,16 @@ def test_the_queue_lists_pending_work_in_scheduling_order_with_sentences(history
     assert f'data-pending="{api["workloads"]}"' in page
 
 
+def test_only_the_rows_one_may_act_on_show_an_actions_label_on_a_phone(history, frozen_now):
+    """On a phone each cell shows its label; a row bob may not act on has no empty "Actions:"."""
+    page = _text(client_for(history.bob).get("/scheduling/queue/main/"))
+    cells = dict(re.findall(r'<tr data-workload="(\d+)"(.*?)</tr>', page, flags=re.S))
+    bobs = {str(pk) for pk in history.bob_pending.values_list("pk", flat=True)}
+    assert bobs & set(cells) and set(cells) - bobs, "the page shows bob's rows and others'"
+    for pk, cell in cells.items():
+        assert ('data-label="Actions"' in cell) == (pk in bobs), pk
+
+
 def test_a_filtered_queue_refresh_returns_only_the_rows_and_keeps_the_filter(history, frozen_now):
     client = client_for(history.bob)
     fragment = _text(
