@@ -150,6 +150,13 @@ def loss_allowance(preemptor: PendingWorkload, config: PolicyConfig) -> float | 
     return per_gpu * preemptor.gpus
 
 
+def short_loss_bound(preemptor: PendingWorkload, config: PolicyConfig) -> float | None:
+    """What one victim may lose for short work whatever the preemptor's standing: its
+    ``loss_allowance`` (``acceptable_loss``'s ``short_bound``); None for other work, which
+    ``max_loss_per_gpu_s`` and its standing bound instead."""
+    return loss_allowance(preemptor, config) if is_short(preemptor, config) else None
+
+
 def worth_losing(
     victims: Iterable[RunningWorkload], preemptor: PendingWorkload, now: float, config: PolicyConfig
 ) -> bool:

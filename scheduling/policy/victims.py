@@ -18,9 +18,8 @@ from scheduling.policy.rules import (
     ends_work_allowed,
     goodput_victim_key,
     is_protected,
-    is_short,
     loses_work_allowed,
-    loss_allowance,
+    short_loss_bound,
     work_lost,
 )
 from scheduling.policy.standing import Standing
@@ -51,7 +50,7 @@ class VictimOrders:
         """Whose work ``workload`` may preempt in this standing, as the first workload of its key
         (allocation, its user when its own work is a candidate, priority, ``include_protected``,
         ``at_checkpoint``: resumable victims judged as at their next checkpoint; for short work,
-        its GPUs, which bound what its victims may lose: ``rules.loss_allowance``) decides it:
+        what its victims may lose, ``rules.short_loss_bound``) decides it:
         later ones of the key, whatever their GPUs, reuse the order until the generation changes.
         Nothing is worked out here (``_allowed``, ``_reachable``): an order is read only in the
         generation it was made in, in which nothing it reads changes (the tree is charged only by
@@ -64,7 +63,7 @@ class VictimOrders:
             workload.priority,
             include_protected,
             at_checkpoint,
-            workload.gpus if is_short(workload, self.config) else 0,
+            short_loss_bound(workload, self.config),
         )
         cached = self.pools.get(key)
         if cached is not None and cached[0] == self.changes.generation:
@@ -268,7 +267,7 @@ class VictimOrders:
         (``rules.acceptable_loss``): ending work needs a clearer margin than the preemptor may
         have (``rules.ends_work_allowed``), and never a peer's; losing work since a checkpoint
         needs the preemptor under its share (``rules.loses_work_allowed``), unless it is short
-        work, which may lose its ``rules.loss_allowance`` whatever its standing."""
+        work, which may lose its ``rules.short_loss_bound`` whatever its standing."""
         config = self.config
         if config.end_work_margin <= 0 and config.max_loss_per_gpu_s is None:
             return True
@@ -278,8 +277,7 @@ class VictimOrders:
             return True
         now, may_lose, at_checkpoint = self.now, loses_work_allowed(ratio), order.at_checkpoint
         may_end = may_end and not peer
-        workload = order.workload
-        bound = loss_allowance(workload, config) if is_short(workload, config) else None
+        bound = short_loss_bound(order.workload, config)
         return lambda victim: acceptable_loss(victim, now, config, may_end, may_lose, at_checkpoint, bound)
 
     def charged(self, order: _Order) -> dict[str, float]:
